@@ -1,0 +1,1 @@
+"""The autograder: authoring (stubs), the test harness, the sandboxed runner, reports and packagers."""

@@ -1,0 +1,166 @@
+"""Generate the student stubs (assignments/) from the reference solutions (solutions/).
+
+    python -m autograder.authoring.stubs solutions assignments           # write
+    python -m autograder.authoring.stubs solutions assignments --check   # exit 1 if out of sync
+
+Python files: each solution region becomes `raise NotImplementedError("...")`, indented like its
+marker, with a message naming the function, its file and the handout section given by the function's
+docstring line `Handout: §N Title`. Markdown files (handouts): a solution region becomes "*Your answer
+here.*". Hidden-test regions are dropped everywhere. Every other file is copied byte for byte.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import filecmp
+import re
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from autograder.authoring.markers import MarkerError, Region, replace_regions
+
+IGNORED = ("__pycache__", ".pytest_cache", ".ipynb_checkpoints")
+TEXT_STUB = ["*Your answer here.*"]
+HANDOUT_LINE = re.compile(r"^\s*Handout:\s*(§\S+.*?)\s*$", re.MULTILINE)
+
+
+def stub_message(qualname: str, relpath: str, section: str) -> str:
+    return f"{qualname} in {relpath} is not implemented yet: write it (handout {section})"
+
+
+def _enclosing(tree: ast.Module, line: int) -> list[ast.AST]:
+    """The chain of class and function definitions around a line, outermost first."""
+    chain: list[ast.AST] = []
+    nodes = list(tree.body)
+    while nodes:
+        node = next(
+            (n for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+             and n.lineno <= line <= n.end_lineno),
+            None,
+        )
+        if node is None:
+            break
+        chain.append(node)
+        nodes = list(node.body)
+    return chain
+
+
+def python_stub(text: str, relpath: str) -> str:
+    """The stub of one solution .py file."""
+    try:
+        tree = ast.parse(text, filename=relpath)
+    except SyntaxError as exc:
+        raise MarkerError(relpath, exc.lineno or 0, f"the solution does not parse: {exc.msg}") from None
+
+    def stub(region: Region) -> list[str]:
+        chain = _enclosing(tree, region.begin)
+        if not chain or isinstance(chain[-1], ast.ClassDef):
+            raise MarkerError(relpath, region.begin, "a solution region must sit inside a function body")
+        qualname = ".".join(node.name for node in chain)
+        section = None
+        for node in reversed(chain):
+            match = HANDOUT_LINE.search(ast.get_docstring(node) or "")
+            if match:
+                section = match.group(1)
+                break
+        if section is None:
+            raise MarkerError(relpath, region.begin,
+                              f"{qualname} (or its class) needs a docstring line 'Handout: §N Title'")
+        return [f"raise NotImplementedError({stub_message(qualname, relpath, section)!r})"]
+
+    result = replace_regions(text, relpath, stub)
+    try:
+        ast.parse(result, filename=relpath)
+    except SyntaxError as exc:
+        raise MarkerError(relpath, exc.lineno or 0, f"the generated stub does not parse: {exc.msg}") from None
+    return result
+
+
+def generate(source: Path, target: Path) -> list[str]:
+    """Replace `target` by the stub tree of `source`; returns the relative paths written.
+
+    The tree is built beside `target` first, so a marker error leaves the old tree untouched.
+    """
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        written = _write(source, Path(tmp) / "tree")
+        if target.exists():
+            shutil.rmtree(target)
+        (Path(tmp) / "tree").rename(target)
+    return written
+
+
+def _write(source: Path, target: Path) -> list[str]:
+    written = []
+    for path in sorted(source.rglob("*")):
+        rel = path.relative_to(source)
+        if any(part in IGNORED for part in rel.parts) or path.suffix == ".pyc" or path.is_dir():
+            continue
+        out = target / rel
+        out.parent.mkdir(parents=True, exist_ok=True)
+        relpath = rel.as_posix()
+        if path.suffix == ".py":
+            out.write_text(python_stub(path.read_text(encoding="utf-8"), relpath), encoding="utf-8")
+        elif path.suffix == ".md":
+            text = path.read_text(encoding="utf-8")
+            out.write_text(replace_regions(text, relpath, lambda region: TEXT_STUB), encoding="utf-8")
+        else:
+            shutil.copyfile(path, out)
+        written.append(relpath)
+    return written
+
+
+def differences(expected: Path, actual: Path) -> list[str]:
+    """Relative paths that differ between two trees (missing, extra or changed)."""
+    diffs: list[str] = []
+
+    def walk(cmp: filecmp.dircmp, prefix: str) -> None:
+        names = [n for n in cmp.left_only + cmp.right_only + cmp.diff_files + cmp.funny_files if n not in IGNORED]
+        diffs.extend(f"{prefix}{n}" for n in names)
+        for name, sub in cmp.subdirs.items():
+            if name not in IGNORED:
+                walk(sub, f"{prefix}{name}/")
+
+    walk(filecmp.dircmp(expected, actual, ignore=list(IGNORED)), "")
+    return sorted(diffs)
+
+
+def check(source: Path, target: Path) -> list[str]:
+    """What `generate` would change in `target`; empty when in sync."""
+    with tempfile.TemporaryDirectory() as tmp:
+        fresh = Path(tmp) / "stubs"
+        _write(source, fresh)
+        if not target.is_dir():
+            return ["(the whole tree is missing)"]
+        filecmp.clear_cache()
+        return differences(fresh, target)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("source", type=Path)
+    parser.add_argument("target", type=Path)
+    parser.add_argument("--check", action="store_true", help="exit 1 when target is out of sync")
+    args = parser.parse_args(argv)
+    try:
+        if args.check:
+            diffs = check(args.source, args.target)
+            if diffs:
+                print(f"{args.target}/ is out of sync with {args.source}/ (run `make assignments`):")
+                print("\n".join(f"  {d}" for d in diffs))
+                return 1
+            print(f"{args.target}/ is in sync with {args.source}/")
+            return 0
+        written = generate(args.source, args.target)
+    except MarkerError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {len(written)} files to {args.target}/")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

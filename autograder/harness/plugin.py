@@ -1,0 +1,197 @@
+"""The pytest plugin: `--impl`, the `student` and `reference` fixtures, points, and the points table.
+
+Markers a test may carry:
+  points(n)            what the test is worth; every test of an assignment folder must have points
+  visibility(v)        visible (default), hidden, after_due_date or after_published (Gradescope's names)
+  task(name)           the contract item it exercises, e.g. "flops.FlopCounter" (static checks use it)
+  gpu                  needs a CUDA device; elsewhere it is reported "not graded here: needs a GPU"
+  triton               needs the triton package; skipped with the reason where it cannot be installed
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import pytest
+
+from autograder.harness import hooks
+from kernels import impl
+from autograder.harness.student import LocalStudent, Student
+from autograder.results import GradeReport, TestResult, summary_lines
+
+NOT_GRADED = "not graded here: needs a GPU"
+_STUDENT = pytest.StashKey[Student]()
+_TREE = pytest.StashKey[Path]()
+_REPORT = pytest.StashKey[GradeReport]()
+_STATE = pytest.StashKey[dict]()
+
+MARKERS = (
+    "points(n): points the test is worth",
+    "visibility(v): visible, hidden, after_due_date or after_published",
+    "task(name): the contract item the test exercises, e.g. flops.FlopCounter",
+    "gpu: needs a CUDA device; reported as not graded on a machine without one",
+    "triton: needs the triton package (Linux only)",
+)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("llmsys", "LLM-systems homework")
+    group.addoption(
+        "--impl",
+        default=None,
+        help=f"implementation tree to test: solutions, assignments or PATH (env {impl.ENV_VAR})",
+    )
+    parser.addini("llmsys_impl", "default implementation tree", default="assignments")
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.add_hookspecs(hooks)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for line in MARKERS:
+        config.addinivalue_line("markers", line)
+    config.stash[_REPORT] = GradeReport(submission="")
+    remote = config.hook.llmsys_student(config=config)
+    if remote is not None:
+        config.stash[_STUDENT] = remote
+        return
+    choice = impl.choose(config.getoption("--impl"), config.getini("llmsys_impl"))
+    try:
+        tree = impl.resolve(choice, Path(config.rootpath))
+        impl.activate(tree)
+    except impl.ImplError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.stash[_TREE] = tree
+    config.stash[_STUDENT] = LocalStudent()
+    config.stash[_REPORT].submission = str(tree)
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    tree = config.stash.get(_TREE, None)
+    return f"implementation tree: {tree}" if tree else None
+
+
+@pytest.fixture(scope="session")
+def student(request: pytest.FixtureRequest) -> Student:
+    """The student code under test (in this process, or in the grader's sandboxed worker)."""
+    return request.config.stash[_STUDENT]
+
+
+class Reference:
+    """The reference solution, importable only where it is trusted and present."""
+
+    def module(self, name: str):
+        return importlib.import_module(name)
+
+
+@pytest.fixture(scope="session")
+def reference(request: pytest.FixtureRequest) -> Reference:
+    """The reference solutions: in the grader's process, or in-process when testing solutions/."""
+    tree = request.config.stash.get(_TREE, None)
+    if tree is not None and tree.name != "solutions":
+        pytest.skip("needs the reference solution: grade through `python -m autograder grade`")
+    return Reference()
+
+
+def assignment_of(item: pytest.Item) -> str:
+    """The folder under tests/ (or autograder/suites/) that holds the test: its assignment's name."""
+    parts = Path(item.path).resolve().parts
+    for anchor in ("suites", "tests"):
+        if anchor in parts:
+            index = len(parts) - 1 - parts[::-1].index(anchor)
+            if index + 2 < len(parts):
+                return parts[index + 1]
+    return ""
+
+
+def points_of(item: pytest.Item) -> float | None:
+    marker = item.get_closest_marker("points")
+    if marker is None:
+        return None
+    value = marker.args[0] if marker.args else marker.kwargs.get("n")
+    if not isinstance(value, (int, float)) or value < 0:
+        raise pytest.UsageError(f"{item.nodeid}: points(...) needs a non-negative number, got {value!r}")
+    return float(value)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    graded = {assignment_of(i) for i in items if points_of(i) is not None}
+    missing = [i.nodeid for i in items if assignment_of(i) in graded and points_of(i) is None]
+    if missing:
+        raise pytest.UsageError("every test of an assignment needs @pytest.mark.points(n); missing on:\n  "
+                                + "\n  ".join(missing))
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("gpu") is not None:
+        from kernels.device import has_cuda
+
+        if not has_cuda():
+            pytest.skip(NOT_GRADED)
+    if item.get_closest_marker("triton") is not None:
+        from kernels.device import triton_skip_reason
+
+        reason = triton_skip_reason()
+        if reason:
+            pytest.skip(reason)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    report = yield
+    state = item.stash.setdefault(_STATE, {"status": None, "message": ""})
+    if report.skipped and state["status"] is None:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        state.update(status="not_graded" if reason == NOT_GRADED else "skipped", message=reason)
+    elif report.failed and state["status"] in (None, "passed"):
+        not_impl = call.excinfo is not None and call.excinfo.errisinstance(NotImplementedError)
+        status = "not_implemented" if not_impl else ("failed" if report.when == "call" else "error")
+        message = call.excinfo.exconly() if call.excinfo is not None else report.longreprtext
+        state.update(status=status, message=message)
+    elif report.passed and report.when == "call" and state["status"] is None:
+        state["status"] = "passed"
+    if report.when == "teardown":
+        _record(item, state)
+    return report
+
+
+def _record(item: pytest.Item, state: dict) -> None:
+    points = points_of(item)
+    if points is None:
+        return
+    visibility = item.get_closest_marker("visibility")
+    task = item.get_closest_marker("task")
+    doc = (getattr(item, "obj", None).__doc__ or "").strip() if hasattr(item, "obj") else ""
+    checks, _, rest = doc.partition("\n\n")
+    hint = next((line.strip()[5:].strip() for line in rest.splitlines() if line.strip().startswith("Hint:")), "")
+    item.config.stash[_REPORT].tests.append(
+        TestResult(
+            name=item.nodeid,
+            assignment=assignment_of(item),
+            max_points=points,
+            status=state["status"] or "error",
+            message=state["message"],
+            visibility=visibility.args[0] if visibility else "visible",
+            task=task.args[0] if task else "",
+            checks=" ".join(checks.split()),
+            hint=hint,
+        )
+    )
+
+
+def report_of(config: pytest.Config) -> GradeReport:
+    """The results recorded so far in this pytest run."""
+    return config.stash[_REPORT]
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    report = config.stash[_REPORT]
+    if not report.tests:
+        return
+    public = all(t.visibility == "visible" for t in report.tests)
+    terminalreporter.section("points")
+    for line in summary_lines(report, "public points" if public else "points"):
+        terminalreporter.write_line(line)

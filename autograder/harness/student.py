@@ -1,0 +1,109 @@
+"""The one seam between tests and student code.
+
+Tests never import a student's package. They ask the `student` fixture:
+
+    memory = student.module("resource_accounting.memory")
+    assert memory.get_memory_usage(torch.zeros(4, 8)) == 128     # a call
+    result = student.run(scenarios.checkpoint_bytes, seed=0)      # a scenario
+
+A *call* sends plain arguments to one function and gets plain data back. A *scenario* is a function
+in a `scenarios` module that drives student code (classes, autograd, context managers) on seeded
+inputs and returns plain data. Both cross `autograder.wire` in both directions, so a test sees the
+same values whether the student code runs in this process (`LocalStudent`, a student's `make test`,
+with ordinary tracebacks and pdb) or in the grader's sandboxed worker (`autograder.runner`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable
+
+from autograder import wire
+
+SCENARIO_MODULE_SUFFIX = ".scenarios"
+
+
+class MissingFunction(AttributeError):
+    """The submission lacks a module or a function the handout's contract names."""
+
+
+def target_name(module: str, qualname: str) -> str:
+    return f"{module}:{qualname}"
+
+
+def scenario_name(scenario: Callable | str) -> str:
+    """`package.scenarios:function`, checked to name a function of a scenarios module."""
+    name = scenario if isinstance(scenario, str) else target_name(scenario.__module__, scenario.__qualname__)
+    module, _, qualname = name.partition(":")
+    if not module.endswith(SCENARIO_MODULE_SUFFIX) or not qualname or "." in qualname:
+        raise ValueError(f"{name!r} is not a top-level function of a '*{SCENARIO_MODULE_SUFFIX}' module")
+    return name
+
+
+def resolve(target: str) -> Any:
+    """Import `module:qualname` and return the object, with a message the student can act on."""
+    module_name, _, qualname = target.partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and module_name.startswith(exc.name):
+            raise MissingFunction(
+                f"module {module_name} was not found: the submission must have "
+                f"{module_name.replace('.', '/')}.py (see the handout's file list)"
+            ) from None
+        raise
+    for part in qualname.split("."):
+        if not hasattr(obj, part):
+            raise MissingFunction(
+                f"{module_name} has no {qualname!r}: the handout's contract requires it with the "
+                "exact name and signature"
+            )
+        obj = getattr(obj, part)
+    return obj
+
+
+class Student:
+    """What a test may ask of student code. Subclasses say where that code runs."""
+
+    def call(self, target: str, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+    def run(self, scenario: Callable | str, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+    def module(self, name: str) -> "ModuleProxy":
+        return ModuleProxy(self, name)
+
+
+class ModuleProxy:
+    """`proxy.fn(*args)` is `student.call("module:fn", *args)`."""
+
+    def __init__(self, student: Student, name: str) -> None:
+        self._student = student
+        self._name = name
+
+    def __getattr__(self, qualname: str) -> Callable[..., Any]:
+        if qualname.startswith("__"):
+            raise AttributeError(qualname)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return self._student.call(target_name(self._name, qualname), *args, **kwargs)
+
+        call.__name__ = qualname
+        return call
+
+    def __repr__(self) -> str:
+        return f"<student module {self._name}>"
+
+
+class LocalStudent(Student):
+    """Runs student code in this process (a student's `make test`). Exceptions propagate as they are."""
+
+    def call(self, target: str, *args: Any, **kwargs: Any) -> Any:
+        fn = resolve(target)
+        args, kwargs = wire.roundtrip((args, kwargs))
+        return wire.roundtrip(fn(*args, **kwargs))
+
+    def run(self, scenario: Callable | str, **kwargs: Any) -> Any:
+        fn = resolve(scenario_name(scenario))
+        return wire.roundtrip(fn(**wire.roundtrip(kwargs)))

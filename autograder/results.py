@@ -1,0 +1,98 @@
+"""One results model for every report: per test a name, points, status, message and visibility.
+
+The pytest plugin fills it (in a student's `make test` and in the grader alike); the terminal table,
+Gradescope's results.json, JUnit XML, Markdown feedback and the SQLite gradebook are all views of it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+# passed: full points. failed: an assertion or an exception. not_implemented: the stub still raises
+# NotImplementedError. error: the test could not run (setup failed, the worker died). not_graded: the
+# test needs hardware this machine lacks (a GPU); never counted as passed. skipped: skipped for another
+# stated reason (e.g. triton cannot be installed on this OS).
+STATUSES = ("passed", "failed", "not_implemented", "error", "not_graded", "skipped")
+VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
+MAX_MESSAGE = 4000
+
+
+@dataclass
+class TestResult:
+    name: str
+    assignment: str
+    max_points: float
+    status: str
+    points: float = 0.0
+    message: str = ""
+    visibility: str = "visible"
+    task: str = ""
+    checks: str = ""
+    hint: str = ""
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"status {self.status!r} is not one of {STATUSES}")
+        if self.visibility not in VISIBILITIES:
+            raise ValueError(f"visibility {self.visibility!r} is not one of {VISIBILITIES}")
+        self.points = self.max_points if self.status == "passed" else 0.0
+        if len(self.message) > MAX_MESSAGE:
+            self.message = self.message[: MAX_MESSAGE - 20] + "\n... (truncated)"
+
+
+@dataclass
+class GradeReport:
+    submission: str
+    tests: list[TestResult] = field(default_factory=list)
+    log: list[str] = field(default_factory=list)
+    execution_time: float = 0.0
+
+    @property
+    def score(self) -> float:
+        return sum(t.points for t in self.tests)
+
+    @property
+    def max_score(self) -> float:
+        return sum(t.max_points for t in self.tests)
+
+    def by_assignment(self) -> "OrderedDict[str, list[TestResult]]":
+        groups: OrderedDict[str, list[TestResult]] = OrderedDict()
+        for test in self.tests:
+            groups.setdefault(test.assignment, []).append(test)
+        return groups
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> "GradeReport":
+        data = json.loads(text)
+        tests = [TestResult(**{k: v for k, v in t.items() if k != "points"}) for t in data.pop("tests")]
+        return cls(tests=tests, **data)
+
+
+def summary_lines(report: GradeReport, label: str = "points") -> list[str]:
+    """One line per assignment: `resource_accounting   34 / 40 public points  (12/14 tests passed)`."""
+    lines = []
+    groups = report.by_assignment()
+    width = max((len(name) for name in groups), default=0)
+    for name, tests in groups.items():
+        got = sum(t.points for t in tests)
+        total = sum(t.max_points for t in tests)
+        passed = sum(t.status == "passed" for t in tests)
+        line = f"{name:<{width}}  {_num(got):>5} / {_num(total):<5} {label}  ({passed}/{len(tests)} tests passed)"
+        waiting = [t for t in tests if t.status == "not_graded"]
+        if waiting:
+            line += f"; {_num(sum(t.max_points for t in waiting))} points need a GPU: not graded here"
+        todo = sum(t.status == "not_implemented" for t in tests)
+        if todo:
+            line += f"; {todo} not implemented yet"
+        lines.append(line)
+    return lines
+
+
+def _num(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:.1f}"
