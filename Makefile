@@ -62,3 +62,7 @@ check-sync: install
 
 roofline: install
 	$(PYTHON) -m kernels.roofline --out build/roofline.png
+
+BENCH_ARGS ?=
+bench: install
+	$(PYTHON) -m kernels.bench_attention --out build/bench_attention.png $(BENCH_ARGS)

@@ -2,4 +2,4 @@
 
 import kernels  # noqa: F401  (kernels/__init__ calls kernels.device.configure_triton())
 
-pytest_plugins = ["autograder.harness.plugin"]
+pytest_plugins = ["autograder.harness.plugin", "pytester"]

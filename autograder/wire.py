@@ -42,8 +42,12 @@ _DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
 _TENSOR_TYPES = (torch.Tensor, torch.nn.Parameter)
 
 
-class WireError(ValueError):
-    """A value that is not plain data, or a frame that is malformed or too large."""
+class WireError(Exception):
+    """A value that is not plain data, or a frame that is malformed or too large.
+
+    Deliberately not a ValueError or TypeError: a test that expects the student's code to raise
+    ValueError must not pass because the code returned something that cannot cross.
+    """
 
 
 def encode(value: Any) -> bytes:

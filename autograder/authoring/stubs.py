@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import filecmp
 import re
 import shutil
 import sys
@@ -94,6 +93,7 @@ def generate(source: Path, target: Path) -> list[str]:
 
 
 def _write(source: Path, target: Path) -> list[str]:
+    target.mkdir(parents=True)
     written = []
     for path in sorted(source.rglob("*")):
         rel = path.relative_to(source)
@@ -113,19 +113,19 @@ def _write(source: Path, target: Path) -> list[str]:
     return written
 
 
+def _files(root: Path) -> dict[str, Path]:
+    return {
+        p.relative_to(root).as_posix(): p
+        for p in root.rglob("*")
+        if p.is_file() and p.suffix != ".pyc" and not any(part in IGNORED for part in p.relative_to(root).parts)
+    }
+
+
 def differences(expected: Path, actual: Path) -> list[str]:
-    """Relative paths that differ between two trees (missing, extra or changed)."""
-    diffs: list[str] = []
-
-    def walk(cmp: filecmp.dircmp, prefix: str) -> None:
-        names = [n for n in cmp.left_only + cmp.right_only + cmp.diff_files + cmp.funny_files if n not in IGNORED]
-        diffs.extend(f"{prefix}{n}" for n in names)
-        for name, sub in cmp.subdirs.items():
-            if name not in IGNORED:
-                walk(sub, f"{prefix}{name}/")
-
-    walk(filecmp.dircmp(expected, actual, ignore=list(IGNORED)), "")
-    return sorted(diffs)
+    """Relative paths that differ between two trees: missing, extra, or with other bytes."""
+    want, have = _files(expected), _files(actual)
+    changed = {rel for rel in want.keys() & have.keys() if want[rel].read_bytes() != have[rel].read_bytes()}
+    return sorted((want.keys() ^ have.keys()) | changed)
 
 
 def check(source: Path, target: Path) -> list[str]:
@@ -135,7 +135,6 @@ def check(source: Path, target: Path) -> list[str]:
         _write(source, fresh)
         if not target.is_dir():
             return ["(the whole tree is missing)"]
-        filecmp.clear_cache()
         return differences(fresh, target)
 
 

@@ -11,6 +11,7 @@ Markers a test may carry:
 from __future__ import annotations
 
 import importlib
+import random
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ _STUDENT = pytest.StashKey[Student]()
 _TREE = pytest.StashKey[Path]()
 _REPORT = pytest.StashKey[GradeReport]()
 _STATE = pytest.StashKey[dict]()
+_SEED = pytest.StashKey[int]()
 
 MARKERS = (
     "points(n): points the test is worth",
@@ -42,6 +44,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help=f"implementation tree to test: solutions, assignments or PATH (env {impl.ENV_VAR})",
     )
+    group.addoption("--seed", type=int, default=None,
+                    help="seed for the randomised (hidden) tests; random when not given")
     parser.addini("llmsys_impl", "default implementation tree", default="assignments")
 
 
@@ -52,7 +56,9 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     for line in MARKERS:
         config.addinivalue_line("markers", line)
-    config.stash[_REPORT] = GradeReport(submission="")
+    seed = config.getoption("--seed")
+    config.stash[_SEED] = seed if seed is not None else random.SystemRandom().randrange(2**31)
+    config.stash[_REPORT] = GradeReport(submission="", log=[f"seed {config.stash[_SEED]} (rerun with --seed)"])
     remote = config.hook.llmsys_student(config=config)
     if remote is not None:
         config.stash[_STUDENT] = remote
@@ -68,15 +74,22 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_REPORT].submission = str(tree)
 
 
-def pytest_report_header(config: pytest.Config) -> str | None:
+def pytest_report_header(config: pytest.Config) -> str:
     tree = config.stash.get(_TREE, None)
-    return f"implementation tree: {tree}" if tree else None
+    where = f"implementation tree: {tree}" if tree else "student code runs in the grader's worker"
+    return f"{where}; seed {config.stash[_SEED]}"
 
 
 @pytest.fixture(scope="session")
 def student(request: pytest.FixtureRequest) -> Student:
     """The student code under test (in this process, or in the grader's sandboxed worker)."""
     return request.config.stash[_STUDENT]
+
+
+@pytest.fixture(scope="session")
+def seed(request: pytest.FixtureRequest) -> int:
+    """This run's seed: randomised tests derive their inputs from it (fixed with --seed)."""
+    return request.config.stash[_SEED]
 
 
 class Reference:

@@ -1,0 +1,75 @@
+"""The command that starts a worker: what it sees, under bubblewrap or (without it) as a plain process.
+
+Inside bubblewrap the worker sees only: the system's /usr (and the /bin, /lib symlinks), a few files
+of /etc that the dynamic loader and Python read, the Python installation and virtual environment
+(read-only), the worker library at /sandbox/lib (read-only), the submission at /sandbox/submission
+(read-only) and /sandbox/scratch, its only writable folder. No network, no other files of this
+machine: not the repository, not the solutions, suites, reports or other submissions.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import sys
+from pathlib import Path
+
+LIB, SUBMISSION, SCRATCH = "/sandbox/lib", "/sandbox/submission", "/sandbox/scratch"
+ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
+             "/etc/alternatives", "/etc/passwd", "/etc/group", "/etc/nsswitch.conf")
+
+
+def python_prefixes() -> list[str]:
+    """Folders that hold this Python and its packages (the venv and the base installation)."""
+    prefixes = {sys.prefix, sys.base_prefix, str(Path(os.path.realpath(sys.executable)).parents[1])}
+    return sorted(p for p in prefixes if not p.startswith("/usr"))
+
+
+def worker_env(lib: str, submission: str, scratch: str, interpret: bool, threads: int) -> dict[str, str]:
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": scratch,
+        "TMPDIR": scratch,
+        # The library first: a submission cannot shadow the worker, the scenarios or kernels.
+        "PYTHONPATH": f"{lib}:{submission}",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONHASHSEED": "0",
+        "OMP_NUM_THREADS": str(threads),
+        "MKL_NUM_THREADS": str(threads),
+        "LLMSYS_THREADS": str(threads),
+        "TRITON_CACHE_DIR": f"{scratch}/.triton",
+        "MPLCONFIGDIR": f"{scratch}/.matplotlib",
+        "MPLBACKEND": "Agg",
+        "TORCHINDUCTOR_CACHE_DIR": f"{scratch}/.inductor",
+        "LANG": "C.UTF-8",
+    }
+    if interpret:
+        env["TRITON_INTERPRET"] = "1"
+    return env
+
+
+def worker_argv(python: str) -> list[str]:
+    return [python, "-s", "-m", "autograder.sandbox.worker"]
+
+
+def bwrap_command(lib: Path, submission: Path, scratch: Path, env: dict[str, str], gpu: bool) -> list[str]:
+    cmd = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+           "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64"):
+        if os.path.islink(top):
+            cmd += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            cmd += ["--ro-bind", top, top]
+    for path in ETC_FILES:
+        if os.path.exists(path):
+            cmd += ["--ro-bind", path, path]
+    for prefix in python_prefixes():
+        cmd += ["--ro-bind", prefix, prefix]
+    if gpu:
+        for device in glob.glob("/dev/nvidia*"):
+            cmd += ["--dev-bind", device, device]
+    cmd += ["--ro-bind", str(lib), LIB, "--ro-bind", str(submission), SUBMISSION,
+            "--bind", str(scratch), SCRATCH, "--chdir", SCRATCH, "--clearenv"]
+    for key, value in env.items():
+        cmd += ["--setenv", key, value]
+    return cmd + worker_argv(sys.executable)

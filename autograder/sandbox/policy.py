@@ -1,0 +1,163 @@
+"""Which protections this machine gives the worker, and how the grading log states them.
+
+Bubblewrap gives the filesystem view (read-only system and submission, one writable scratch
+folder, nothing else of this machine), no network and a PID namespace. Processes are capped by a
+pids cgroup where the grader may create one (root), else by RLIMIT_NPROC, which the kernel enforces
+per user namespace for a non-root user (it exempts root, hence the cgroup). Resource limits (CPU
+time, address space, file size, no core dumps) and a wall-clock timeout per call always apply.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import signal
+import subprocess
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MODES = ("auto", "bwrap", "none")
+MAX_PIDS = 256
+
+
+@dataclass(frozen=True)
+class Limits:
+    cpu_seconds: int = 900
+    address_space: int | None = 16 << 30  # None on a GPU: CUDA maps far more virtual memory
+    file_size: int = 64 << 20
+    open_files: int = 1024
+    max_pids: int = MAX_PIDS
+    call_timeout: float = 60.0
+    start_timeout: float = 180.0
+
+
+@dataclass
+class Protections:
+    bwrap: bool
+    bwrap_note: str
+    pids_cgroup: bool
+    limits: Limits = field(default_factory=Limits)
+
+    @property
+    def nproc_rlimit(self) -> bool:
+        return not self.pids_cgroup and self.bwrap and os.geteuid() != 0
+
+    def lines(self) -> list[str]:
+        if self.bwrap:
+            fs = ("bubblewrap: active: no network; system, library and submission read-only; a scratch "
+                  "folder is the only writable place; solutions, suites, reports and other submissions "
+                  "are not visible; own PID namespace")
+        else:
+            fs = (f"bubblewrap: NOT active ({self.bwrap_note}): the worker can read what this user can "
+                  "read and reach the network; install Debian's `bubblewrap` for the full sandbox")
+        if self.pids_cgroup:
+            procs = f"processes: at most {self.limits.max_pids} (pids cgroup; all killed after grading)"
+        elif self.nproc_rlimit:
+            procs = f"processes: at most {self.limits.max_pids} (RLIMIT_NPROC in the user namespace)"
+        else:
+            procs = "processes: NOT limited (no writable pids cgroup, and RLIMIT_NPROC does not bind root)"
+        memory = f"{self.limits.address_space >> 30} GiB address space" if self.limits.address_space else "no address-space limit (GPU)"
+        return [
+            fs,
+            procs,
+            f"rlimits: {self.limits.cpu_seconds} s CPU, {memory}, {self.limits.file_size >> 20} MiB per "
+            "file written (output included), no core dumps",
+            f"timeout: {self.limits.call_timeout:g} s wall clock per call; the worker is killed and restarted",
+        ]
+
+
+@functools.lru_cache(maxsize=None)
+def bwrap_status() -> tuple[bool, str]:
+    """(usable, note): runs a trivial sandbox once to see whether bubblewrap works here."""
+    path = shutil.which("bwrap")
+    if path is None:
+        return False, "bwrap not found"
+    probe = [path, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "true"]
+    try:
+        result = subprocess.run(probe, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, f"bwrap failed to start: {exc}"
+    if result.returncode != 0:
+        return False, f"bwrap cannot create namespaces here: {result.stderr.strip()[:200]}"
+    return True, "active"
+
+
+def detect(mode: str = "auto", limits: Limits | None = None) -> Protections:
+    """The protections to use: `auto` uses bubblewrap when it works, `bwrap` requires it."""
+    if mode not in MODES:
+        raise ValueError(f"sandbox mode must be one of {MODES}, got {mode!r}")
+    usable, note = bwrap_status() if mode != "none" else (False, "disabled with --sandbox none")
+    if mode == "bwrap" and not usable:
+        raise RuntimeError(f"--sandbox bwrap was asked for, but {note}")
+    return Protections(bwrap=usable, bwrap_note=note, pids_cgroup=PidsCgroup.supported(),
+                       limits=limits or Limits())
+
+
+class PidsCgroup:
+    """A pids cgroup (v1 or v2) for one worker: caps its processes and kills them all at the end."""
+
+    def __init__(self, max_pids: int) -> None:
+        parent = _pids_parent()
+        if parent is None:
+            raise OSError("no writable pids cgroup")
+        self.path = parent / f"llmsys-worker-{uuid.uuid4().hex[:12]}"
+        self.path.mkdir()
+        try:
+            (self.path / "pids.max").write_text(str(max_pids))
+        except OSError:
+            self.path.rmdir()
+            raise
+
+    @property
+    def procs_file(self) -> str:
+        return str(self.path / "cgroup.procs")
+
+    def kill_all(self) -> None:
+        for _ in range(50):
+            pids = [int(p) for p in (self.path / "cgroup.procs").read_text().split()]
+            if not pids:
+                return
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+    def remove(self) -> None:
+        try:
+            self.kill_all()
+            self.path.rmdir()
+        except OSError:
+            pass  # a leftover empty cgroup is harmless and is removed with its parent
+
+    @staticmethod
+    @functools.lru_cache(maxsize=None)
+    def supported() -> bool:
+        try:
+            PidsCgroup(MAX_PIDS).remove()
+            return True
+        except OSError:
+            return False
+
+
+def _pids_parent() -> Path | None:
+    """The folder under which this process may create a pids cgroup, or None."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, rel = line.split(":", 2)
+        if "pids" in controllers.split(","):
+            candidate = Path("/sys/fs/cgroup/pids") / rel.lstrip("/")
+        elif controllers == "" and Path("/sys/fs/cgroup/cgroup.controllers").exists():
+            candidate = Path("/sys/fs/cgroup") / rel.lstrip("/")
+            if "pids" not in (candidate / "cgroup.controllers").read_text().split():
+                continue
+        else:
+            continue
+        if os.access(candidate, os.W_OK):
+            return candidate
+    return None

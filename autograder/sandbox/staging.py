@@ -1,0 +1,42 @@
+"""The worker library: the only code of this repository the sandboxed worker can import.
+
+It holds the wire format, the worker loop and the call resolver, kernels/ (given code students may
+import), and the scenario modules of the assignments being graded, each under its own dotted name so
+that `tests.resource_accounting.scenarios:fn` means the same function on both sides. Package
+`__init__` files are written empty: nothing else of tests/, autograder/ or the suites comes along.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+FILES = ("autograder/wire.py", "autograder/harness/student.py",
+         "autograder/sandbox/framing.py", "autograder/sandbox/worker.py")
+
+
+def scenario_modules(assignment: str) -> list[str]:
+    """Repository-relative paths of an assignment's scenario modules (public, then hidden)."""
+    candidates = (f"tests/{assignment}/scenarios.py", f"autograder/suites/{assignment}/scenarios.py")
+    return [c for c in candidates if (ROOT / c).is_file()]
+
+
+def build_lib(dest: Path, assignments: list[str]) -> Path:
+    """Write the worker library into `dest` (world-readable) and return it."""
+    files = list(FILES)
+    for assignment in assignments:
+        files += scenario_modules(assignment)
+    for rel in files:
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ROOT / rel, target)
+    shutil.copytree(ROOT / "kernels", dest / "kernels", dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for folder in [p for p in dest.rglob("*") if p.is_dir()]:
+        if folder.name != "kernels" and "kernels" not in folder.relative_to(dest).parts:
+            (folder / "__init__.py").touch()
+    for path in dest.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    dest.chmod(0o755)
+    return dest
