@@ -1,0 +1,149 @@
+"""Grade a cohort: every submission in a folder, in parallel, into a resumable SQLite gradebook.
+
+    run_batch(Path("submissions"), Path("out"), workers=4)
+
+Each entry of the folder that is a folder or a .zip is one submission, named after the entry
+(without .zip). A submission whose digest matches its gradebook row is skipped, so rerunning after
+a crash, or after adding or changing a few submissions, grades only what is new. Grading runs in
+`workers` threads (each grading runs its own subprocesses, so threads suffice); results are
+written to out/<name>/ and recorded in out/gradebook.sqlite by the main thread alone, as they
+arrive; out/grades.csv is exported at the end.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import traceback
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from pathlib import Path
+from typing import Callable
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.text import Text
+
+from autograder.report import write_all
+from autograder.report.gradebook import Gradebook
+from autograder.report.text import clean
+from autograder.results import GradeReport
+
+GradeFn = Callable[[Path], GradeReport]
+CHUNK = 1 << 20
+
+
+class BatchError(Exception):
+    """The batch cannot start: the folder is missing, two entries share a name, or workers < 1."""
+
+
+def submission_entries(directory: Path) -> tuple[dict[str, Path], list[str]]:
+    """{name: path} of the folder's submissions, and the names of the entries that are not one.
+
+    Hidden entries (.git, .DS_Store) are ignored. Two entries with one name (alice/ and alice.zip)
+    are refused: which one to grade is the instructor's call.
+    """
+    found: dict[str, Path] = {}
+    ignored = []
+    for entry in sorted(Path(directory).iterdir()):
+        if entry.name.startswith("."):
+            continue
+        if not (entry.is_dir() or (entry.is_file() and entry.name.endswith(".zip"))):
+            ignored.append(entry.name)
+            continue
+        name = entry.name.removesuffix(".zip") if entry.is_file() else entry.name
+        if name in found:
+            raise BatchError(f"{found[name].name} and {entry.name} in {directory} are both submission "
+                             f"{name!r}: remove or rename one of them")
+        found[name] = entry
+    return found, ignored
+
+
+def submission_digest(entry: Path) -> str:
+    """sha256 of a submission: a zip's bytes, or a folder's regular files (sorted relative paths and bytes).
+
+    Each path and each file's contents are length-prefixed, so no two different folders hash alike.
+    Symlinks are left out, as open_submission refuses them anyway.
+    """
+    sha = hashlib.sha256()
+    if entry.is_file():
+        _feed_file(sha, entry)
+        return sha.hexdigest()
+    files = []
+    for folder, _, names in os.walk(entry):
+        files += [Path(folder) / n for n in names if not (Path(folder) / n).is_symlink()]
+    for path in sorted((p for p in files if p.is_file()), key=lambda p: p.relative_to(entry).as_posix()):
+        relative = os.fsencode(path.relative_to(entry).as_posix())
+        sha.update(len(relative).to_bytes(8, "big") + relative)
+        _feed_file(sha, path)
+    return sha.hexdigest()
+
+
+def _feed_file(sha, path: Path) -> None:
+    sha.update(path.stat().st_size.to_bytes(8, "big"))
+    with open(path, "rb") as handle:
+        while chunk := handle.read(CHUNK):
+            sha.update(chunk)
+
+
+def run_batch(directory: Path, out: Path, workers: int = 1, grade_fn: GradeFn | None = None, *,
+              console: Console | None = None) -> list[dict]:
+    """Grade what is new or changed in `directory`; return the gradebook's rows (Gradebook.rows())."""
+    directory, out = Path(directory), Path(out)
+    if not directory.is_dir():
+        raise BatchError(f"{directory} is not a folder: give a folder holding one folder or .zip "
+                         "per submission")
+    if workers < 1:
+        raise BatchError(f"workers must be at least 1, got {workers}")
+    if grade_fn is None:
+        from autograder.grade import grade as grade_fn
+    console = console or Console()
+    entries, ignored = submission_entries(directory)
+    if ignored:
+        console.print(Text(f"not submissions (neither a folder nor a .zip), ignored: {', '.join(ignored)}"))
+    with Gradebook(out / "gradebook.sqlite") as book:
+        digests = {name: submission_digest(path) for name, path in entries.items()}
+        todo = {name: path for name, path in entries.items() if not book.is_current(name, digests[name])}
+        console.print(Text(f"{len(entries)} submissions in {directory}: {len(todo)} to grade, "
+                           f"{len(entries) - len(todo)} already graded"))
+        if todo:
+            _grade_all(todo, digests, out, workers, grade_fn, book, console)
+        book.export_csv(out / "grades.csv")
+        return book.rows()
+
+
+def _grade_all(todo: dict[str, Path], digests: dict[str, str], out: Path, workers: int, grade_fn: GradeFn,
+               book: Gradebook, console: Console) -> None:
+    columns = (TextColumn("grading"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grade")
+    try:
+        with Progress(*columns, console=console) as progress:
+            task = progress.add_task("grading", total=len(todo))
+            futures = {pool.submit(grade_fn, path): name for name, path in todo.items()}
+            for future in as_completed(futures):
+                name = futures[future]
+                _store(name, digests[name], future, out, book, console)
+                progress.advance(task)
+    finally:
+        # On Ctrl-C, do not start the submissions still queued; the gradebook keeps what is done.
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _store(name: str, digest: str, future: Future, out: Path, book: Gradebook, console: Console) -> None:
+    try:
+        report = future.result()
+    except Exception as exc:
+        book.record_error(name, digest, "".join(traceback.format_exception(exc)))
+        _say_error(console, name, f"grading raised {type(exc).__name__}: {exc}")
+        return
+    write_all(report, out / name)
+    if not report.tests:
+        # grade() reports a failure of the grader itself as a report without tests.
+        message = "; ".join(report.log) or "the grader returned no test results"
+        book.record_error(name, digest, message)
+        _say_error(console, name, message)
+        return
+    book.record(name, digest, report)
+
+
+def _say_error(console: Console, name: str, message: str) -> None:
+    console.print(Text(clean(f"{name}: not graded ({message}); it is graded again on the next run"), style="red"))

@@ -1,0 +1,95 @@
+"""The command line, a thin face over the two verbs:
+
+    python -m autograder grade SUBMISSION [--assignment NAME] [--out DIR] [--timeout S]
+    python -m autograder batch DIR --out OUT [--workers N]
+
+Exit codes: 0 when grading completed, whatever the score; 1 when the grader itself failed on a
+submission (grade) or some submissions are recorded as errors (batch; rerun to retry them);
+2 for a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+from rich.text import Text
+
+from autograder.report.terminal import gradebook_table, print_report
+
+DEFAULT_TIMEOUT = 60.0
+
+
+def _positive(kind: type):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be greater than 0, got {text}")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m autograder", description="The trusted autograder.")
+    verbs = parser.add_subparsers(dest="verb", required=True, metavar="{grade,batch}")
+    grade = verbs.add_parser("grade", help="grade one submission (a folder or a .zip)")
+    grade.add_argument("submission", type=Path, help="the submission: a folder or a .zip")
+    grade.add_argument("--assignment", metavar="NAME", help="grade only this assignment")
+    grade.add_argument("--out", type=Path, metavar="DIR", help="where to write the reports "
+                       "(default: out/<submission name>)")
+    grade.add_argument("--timeout", type=_positive(float), default=DEFAULT_TIMEOUT, metavar="S",
+                       help=f"seconds allowed for each call into student code (default {DEFAULT_TIMEOUT:g})")
+    grade.set_defaults(command=grade_command, parser=grade)
+    batch = verbs.add_parser("batch", help="grade every submission in a folder into a gradebook")
+    batch.add_argument("directory", type=Path, help="a folder holding one folder or .zip per submission")
+    batch.add_argument("--out", type=Path, required=True, metavar="OUT",
+                       help="where the gradebook, grades.csv and each submission's reports go")
+    batch.add_argument("--workers", type=_positive(int), default=1, metavar="N",
+                       help="submissions graded at once (default 1)")
+    batch.set_defaults(command=batch_command, parser=batch)
+    return parser
+
+
+def grade_command(args: argparse.Namespace) -> int:
+    if not args.submission.exists():
+        args.parser.error(f"{args.submission} does not exist: give a submission folder or .zip")
+    from autograder.grade import grade, submission_name
+
+    out = args.out or Path("out") / submission_name(args.submission.resolve())
+    report = grade(args.submission, out=out, assignment=args.assignment, call_timeout=args.timeout)
+    console = Console()
+    print_report(report, console)
+    console.print(Text(f"reports written to {out}"))
+    if not report.tests:
+        console.print(Text("grading did not complete: the log above says why", style="bold red"))
+        return 1
+    return 0
+
+
+def batch_command(args: argparse.Namespace) -> int:
+    from autograder.batch import BatchError, run_batch
+
+    console = Console()
+    try:
+        rows = run_batch(args.directory, args.out, workers=args.workers, console=console)
+    except BatchError as exc:
+        args.parser.error(str(exc))
+    console.print(gradebook_table(rows))
+    console.print(Text(f"gradebook {args.out / 'gradebook.sqlite'}, grades {args.out / 'grades.csv'}"))
+    errors = [row["name"] for row in rows if row["status"] == "error"]
+    if errors:
+        console.print(Text(f"{len(errors)} submission(s) not graded: {', '.join(errors)}; "
+                           "run the batch again to retry them", style="bold red"))
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.command(args)

@@ -1,0 +1,144 @@
+"""The cohort's gradebook: one SQLite file, one row per submission, one row per test.
+
+Crash safety: the database is in WAL mode and each submission is recorded in one transaction
+(its old rows deleted, its new rows inserted, committed), so killing the process at any moment
+loses at most the submission being recorded, and nothing is ever counted twice. A submission
+recorded with status "error" is not current, so the next batch grades it again.
+
+Use one Gradebook from one thread: sqlite3 refuses a connection used from another thread, which
+keeps the batch's rule (only the main thread writes) enforced rather than merely followed.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sqlite3
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterator
+
+from autograder.report.text import clean
+from autograder.results import GradeReport
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS submissions (
+    name        TEXT PRIMARY KEY,
+    digest      TEXT NOT NULL,
+    status      TEXT NOT NULL CHECK (status IN ('graded', 'error')),
+    score       REAL,
+    max_score   REAL,
+    assignments TEXT NOT NULL,  -- JSON {assignment: [score, max_score]}
+    message     TEXT NOT NULL,
+    graded_at   TEXT NOT NULL,  -- ISO 8601, UTC
+    report      TEXT            -- GradeReport.to_json(), the lossless form
+);
+CREATE TABLE IF NOT EXISTS tests (
+    submission  TEXT NOT NULL REFERENCES submissions (name),
+    position    INTEGER NOT NULL,
+    name        TEXT NOT NULL,
+    assignment  TEXT NOT NULL,
+    status      TEXT NOT NULL,
+    points      REAL NOT NULL,
+    max_points  REAL NOT NULL,
+    visibility  TEXT NOT NULL,
+    message     TEXT NOT NULL,
+    PRIMARY KEY (submission, position)
+);
+"""
+COLUMNS = ("name", "digest", "status", "score", "max_score", "assignments", "message", "graded_at")
+
+
+class Gradebook:
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # Autocommit mode: transactions are begun and committed explicitly in _transaction().
+        self._db = sqlite3.connect(self.path, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> "Gradebook":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def is_current(self, name: str, digest: str) -> bool:
+        """True when `name` was graded (not an error) from exactly these contents."""
+        row = self._db.execute("SELECT digest, status FROM submissions WHERE name = ?", (name,)).fetchone()
+        return row == (digest, "graded")
+
+    def record(self, name: str, digest: str, report: GradeReport) -> None:
+        """Store a graded submission, replacing whatever was stored under `name`."""
+        groups = {a: [sum(t.points for t in ts), sum(t.max_points for t in ts)]
+                  for a, ts in report.by_assignment().items()}
+        tests = [(name, i, clean(t.name), t.assignment, t.status, t.points, t.max_points, t.visibility,
+                  clean(t.message)) for i, t in enumerate(report.tests)]
+        with self._transaction() as db:
+            self._replace(db, name, digest, "graded", report.score, report.max_score, groups, "",
+                          report.to_json())
+            db.executemany("INSERT INTO tests VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", tests)
+
+    def record_error(self, name: str, digest: str, message: str) -> None:
+        """Store a submission that could not be graded; it is graded again by the next batch."""
+        with self._transaction() as db:
+            self._replace(db, name, digest, "error", None, None, {}, clean(message), None)
+
+    def _replace(self, db: sqlite3.Connection, name: str, digest: str, status: str, score, max_score,
+                 groups: dict, message: str, report: str | None) -> None:
+        graded_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        db.execute("DELETE FROM tests WHERE submission = ?", (name,))
+        db.execute("DELETE FROM submissions WHERE name = ?", (name,))
+        db.execute("INSERT INTO submissions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                   (name, digest, status, score, max_score, json.dumps(groups), message, graded_at, report))
+
+    def rows(self) -> list[dict]:
+        """One dict per submission, by name; `assignments` maps assignment -> [score, max_score]."""
+        found = self._db.execute(f"SELECT {', '.join(COLUMNS)} FROM submissions ORDER BY name").fetchall()
+        rows = [dict(zip(COLUMNS, row)) for row in found]
+        for row in rows:
+            row["assignments"] = json.loads(row["assignments"])
+        return rows
+
+    def tests(self, name: str) -> list[dict]:
+        """The per-test rows of one submission, in the report's order."""
+        cursor = self._db.execute("SELECT * FROM tests WHERE submission = ? ORDER BY position", (name,))
+        names = [column[0] for column in cursor.description]
+        return [dict(zip(names, row)) for row in cursor.fetchall()]
+
+    def report(self, name: str) -> GradeReport | None:
+        """The stored lossless report of a graded submission (None if absent or an error)."""
+        row = self._db.execute("SELECT report FROM submissions WHERE name = ?", (name,)).fetchone()
+        return GradeReport.from_json(row[0]) if row and row[0] else None
+
+    def export_csv(self, path: Path) -> None:
+        """One row per submission: name, each assignment's score, total, max, status."""
+        rows = self.rows()
+        assignments = sorted({a for row in rows for a in row["assignments"]})
+        with open(path, "w", newline="", encoding="utf-8") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(["name", *assignments, "total", "max", "status"])
+            for row in rows:
+                scores = [row["assignments"].get(a, [""])[0] for a in assignments]
+                writer.writerow([row["name"], *scores, _blank(row["score"]), _blank(row["max_score"]),
+                                 row["status"]])
+
+
+def _blank(value):
+    return "" if value is None else value

@@ -1,0 +1,88 @@
+"""The terminal view: one rich Table per assignment, then the per-assignment summary lines.
+
+Every cell built from a report is a `rich.text.Text`, never a markup string: a student's message
+such as "[link=...]" or "[/]" must print as it is, not be interpreted by rich.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from autograder.report.text import clean, points, short_name
+from autograder.results import GradeReport, TestResult, summary_lines
+
+STYLES = {
+    "passed": "green",
+    "failed": "red",
+    "not_implemented": "yellow",
+    "error": "bold red",
+    "not_graded": "cyan",
+    "skipped": "dim",
+}
+SHORT_MESSAGE = 100
+
+
+def _fit(lines: list[str]) -> str:
+    line = clean(lines[0].strip()) if lines else ""
+    return line if len(line) <= SHORT_MESSAGE else line[: SHORT_MESSAGE - 3] + "..."
+
+
+def short_message(test: TestResult) -> str:
+    """The message's first non-empty line (e.g. `AssertionError: expected 12, got 10`), cut to fit."""
+    return _fit([line for line in test.message.splitlines() if line.strip()])
+
+
+def assignment_table(assignment: str, tests: list[TestResult]) -> Table:
+    table = Table(title=Text(assignment or "(no assignment)"), title_justify="left", expand=False)
+    table.add_column("test", overflow="fold")
+    table.add_column("status")
+    table.add_column("points", justify="right")
+    table.add_column("message", overflow="fold")
+    for test in tests:
+        table.add_row(
+            Text(clean(short_name(test))),
+            Text(test.status.replace("_", " "), style=STYLES[test.status]),
+            Text(f"{points(test.points)}/{points(test.max_points)}"),
+            Text(short_message(test)),
+        )
+    return table
+
+
+def print_report(report: GradeReport, console: Console | None = None) -> None:
+    console = console or Console()
+    for assignment, tests in report.by_assignment().items():
+        console.print(assignment_table(assignment, tests))
+    for line in summary_lines(report):
+        console.print(Text(line))
+    console.print(Text(f"total {points(report.score)} / {points(report.max_score)} points", style="bold"))
+    for line in report.log:
+        console.print(Text(clean(line), style="dim"))
+
+
+def gradebook_table(rows: list[dict]) -> Table:
+    """The cohort at a glance: one row per submission from `Gradebook.rows()`."""
+    assignments = sorted({name for row in rows for name in row["assignments"]})
+    table = Table(title="gradebook", title_justify="left")
+    table.add_column("submission", overflow="fold")
+    for name in assignments:
+        table.add_column(name, justify="right")
+    table.add_column("total", justify="right")
+    table.add_column("status")
+    table.add_column("note", overflow="fold")
+    for row in rows:
+        cells = [_score(row["assignments"].get(name)) for name in assignments]
+        total = _score((row["score"], row["max_score"]) if row["status"] == "graded" else None)
+        status = Text(row["status"], style="green" if row["status"] == "graded" else "bold red")
+        table.add_row(Text(clean(row["name"])), *cells, total, status, Text(_last_line(row["message"])))
+    return table
+
+
+def _last_line(message: str) -> str:
+    """An error's last line: the exception itself, after any traceback."""
+    return _fit([line for line in message.splitlines() if line.strip()][-1:])
+
+
+def _score(pair) -> Text:
+    return Text("-" if pair is None else f"{points(pair[0])}/{points(pair[1])}")

@@ -1,0 +1,55 @@
+"""Wording and sanitising shared by the report views.
+
+Messages come from student code (exception text, printed values), so every view treats them as
+untrusted: control characters (ANSI escapes among them) and lone surrogates are shown escaped, so
+that they can neither drive a terminal, nor make the XML invalid, nor fail to encode as UTF-8.
+"""
+
+from __future__ import annotations
+
+import re
+
+from autograder.results import TestResult
+
+# What each status means to a reader, in the words the harness uses for its skip reasons.
+REASONS = {
+    "passed": "passed",
+    "failed": "failed",
+    "not_implemented": "not implemented yet",
+    "error": "error: the test could not run",
+    "not_graded": "not graded here: needs a GPU",
+    "skipped": "skipped",
+}
+
+# C0 and C1 controls but newline and tab, bidi overrides (they reorder what a reader sees), lone
+# surrogates and the two noncharacters XML forbids.
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]")
+
+
+def clean(text: str) -> str:
+    """`text` with the characters above shown as Python escapes (`\\x1b`, `\\u202e`, `\\ud800`)."""
+    return _UNSAFE.sub(lambda m: m.group().encode("unicode_escape", "backslashreplace").decode("ascii"), text)
+
+
+def reason(test: TestResult) -> str:
+    return REASONS[test.status]
+
+
+def explanation(test: TestResult) -> str:
+    """The status in words, then the message (unless the message only repeats the status)."""
+    message = clean(test.message.strip())
+    if test.status == "passed":
+        return message
+    if not message or message == reason(test):
+        return reason(test)
+    return f"{reason(test)}\n{message}"
+
+
+def short_name(test: TestResult) -> str:
+    """`test_flops.py::test_matmul[2-3]` for `tests/resource_accounting/test_flops.py::test_matmul[2-3]`."""
+    path, sep, rest = test.name.partition("::")
+    return path.rsplit("/", 1)[-1] + sep + rest
+
+
+def points(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:.2f}".rstrip("0")

@@ -1,0 +1,129 @@
+"""The command line: parsing, usage errors (exit 2) and exit codes, with the verbs replaced by toys.
+
+End-to-end `grade` runs with the real grader live with the grade verb's own tests.
+"""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import autograder.grade
+from autograder.cli import build_parser, main
+from autograder.report import write_all
+from autograder.results import GradeReport
+from autograder.results import TestResult as Result
+from tests.autograder.test_gradebook import make_cohort, toy_grade
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def fake_grade(monkeypatch):
+    """Replace the grade verb with the toy grader; record how it was called."""
+    calls = []
+
+    def grade(submission, out=None, assignment=None, *, call_timeout=60.0):
+        calls.append({"submission": Path(submission), "out": out, "assignment": assignment,
+                      "call_timeout": call_timeout})
+        report = toy_grade(Path(submission))
+        if out is not None:
+            write_all(report, Path(out))
+        return report
+
+    monkeypatch.setattr(autograder.grade, "grade", grade)
+    return calls
+
+
+def test_grade_arguments_and_defaults():
+    args = build_parser().parse_args(["grade", "sub.zip"])
+    assert (args.submission, args.assignment, args.out, args.timeout) == (Path("sub.zip"), None, None, 60.0)
+    args = build_parser().parse_args(["grade", "s", "--assignment", "flash_attention", "--out", "o", "--timeout", "5"])
+    assert (args.assignment, args.out, args.timeout) == ("flash_attention", Path("o"), 5.0)
+
+
+def test_batch_arguments_and_defaults():
+    args = build_parser().parse_args(["batch", "cohort", "--out", "o"])
+    assert (args.directory, args.out, args.workers) == (Path("cohort"), Path("o"), 1)
+    assert build_parser().parse_args(["batch", "c", "--out", "o", "--workers", "4"]).workers == 4
+
+
+@pytest.mark.parametrize("argv", [
+    [],
+    ["regrade", "x"],
+    ["grade"],
+    ["grade", "s", "--timeout", "0"],
+    ["grade", "s", "--timeout", "soon"],
+    ["batch", "cohort"],
+    ["batch", "cohort", "--out", "o", "--workers", "0"],
+])
+def test_malformed_command_lines_exit_2(argv, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    assert "usage:" in capsys.readouterr().err
+
+
+def test_grade_of_a_missing_path_exits_2_and_says_so(tmp_path, capsys, fake_grade):
+    with pytest.raises(SystemExit) as exit_:
+        main(["grade", str(tmp_path / "nowhere.zip")])
+    assert exit_.value.code == 2
+    assert "nowhere.zip does not exist" in capsys.readouterr().err
+    assert fake_grade == []
+
+
+def test_grade_exits_0_whatever_the_score_and_writes_reports(tmp_path, capsys, fake_grade, monkeypatch):
+    make_cohort(tmp_path / "c", {"alice": 0})
+    monkeypatch.chdir(tmp_path)
+    assert main(["grade", str(tmp_path / "c" / "alice"), "--assignment", "alpha", "--timeout", "7"]) == 0
+    (call,) = fake_grade
+    assert (call["out"], call["assignment"], call["call_timeout"]) == (Path("out") / "alice", "alpha", 7.0)
+    assert (tmp_path / "out" / "alice" / "results.json").exists()
+    out = capsys.readouterr().out
+    assert "test_toy.py::test_r0" in out and "total 0 / 1 points" in out
+
+
+def test_grade_exits_1_when_the_grader_itself_failed(tmp_path, monkeypatch, capsys):
+    failed = GradeReport("alice", log=["the grader failed on this submission (exit code 1)"])
+    monkeypatch.setattr(autograder.grade, "grade", lambda *a, **k: failed)
+    (tmp_path / "alice").mkdir()
+    assert main(["grade", str(tmp_path / "alice"), "--out", str(tmp_path / "o")]) == 1
+    assert "grading did not complete" in capsys.readouterr().out
+
+
+def test_batch_prints_the_gradebook_and_exits_0(tmp_path, capsys, fake_grade):
+    make_cohort(tmp_path / "c", {"alice": 2, "bob_zip": 1})
+    assert main(["batch", str(tmp_path / "c"), "--out", str(tmp_path / "o"), "--workers", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "gradebook" in out and "alice" in out and "bob_zip" in out and "2/3" in out
+    assert (tmp_path / "o" / "grades.csv").exists()
+
+
+def test_batch_exits_1_while_a_submission_is_recorded_as_an_error(tmp_path, capsys, monkeypatch):
+    def broken(submission, **kwargs):
+        return GradeReport("x") if Path(submission).name == "bob" else toy_grade(Path(submission))
+
+    monkeypatch.setattr(autograder.grade, "grade", broken)
+    make_cohort(tmp_path / "c", {"alice": 2, "bob": 1})
+    assert main(["batch", str(tmp_path / "c"), "--out", str(tmp_path / "o")]) == 1
+    assert "1 submission(s) not graded: bob" in capsys.readouterr().out
+
+
+def test_batch_usage_errors_exit_2(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["batch", str(tmp_path / "missing"), "--out", str(tmp_path / "o")])
+    assert exit_.value.code == 2 and "is not a folder" in capsys.readouterr().err
+    make_cohort(tmp_path / "c", {"alice": 1})
+    (tmp_path / "c" / "alice.zip").write_bytes(b"")
+    with pytest.raises(SystemExit) as exit_:
+        main(["batch", str(tmp_path / "c"), "--out", str(tmp_path / "o")])
+    assert exit_.value.code == 2 and "both submission 'alice'" in capsys.readouterr().err
+
+
+def test_python_dash_m_autograder(tmp_path):
+    run = [sys.executable, "-m", "autograder"]
+    done = subprocess.run(run + ["--help"], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0 and "grade" in done.stdout and "batch" in done.stdout
+    done = subprocess.run(run + ["grade", str(tmp_path / "nowhere")], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 2 and "does not exist" in done.stderr
