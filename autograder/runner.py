@@ -61,7 +61,7 @@ class GraderPlugin:
     report: GradeReport | None = None
 
     @pytest.hookimpl
-    def llmsys_student(self, config: pytest.Config) -> RemoteStudent:
+    def pytest_llmsys_student(self, config: pytest.Config) -> RemoteStudent:
         return self.student
 
     @pytest.hookimpl(tryfirst=True)

@@ -6,7 +6,7 @@ hookspec = pluggy.HookspecMarker("pytest")
 
 
 @hookspec(firstresult=True)
-def llmsys_student(config):
+def pytest_llmsys_student(config):
     """Return the Student the tests talk to, or None to run student code in this process.
 
     The grader returns a student whose code runs in a sandboxed worker; the plugin then leaves

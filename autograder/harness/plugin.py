@@ -59,7 +59,7 @@ def pytest_configure(config: pytest.Config) -> None:
     seed = config.getoption("--seed")
     config.stash[_SEED] = seed if seed is not None else random.SystemRandom().randrange(2**31)
     config.stash[_REPORT] = GradeReport(submission="", log=[f"seed {config.stash[_SEED]} (rerun with --seed)"])
-    remote = config.hook.llmsys_student(config=config)
+    remote = config.hook.pytest_llmsys_student(config=config)
     if remote is not None:
         config.stash[_STUDENT] = remote
         return

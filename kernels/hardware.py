@@ -1,0 +1,70 @@
+"""The GPUs the course talks about: peak FLOP/s, HBM bandwidth and capacity, SM count, ridge points.
+
+    from kernels.hardware import gpu
+    h100 = gpu("H100")                 # lookup by name: case, spaces and hyphens do not matter
+    h100.bf16_flops_per_sec            # 989.4e12 (dense: no 2:4 sparsity)
+    h100.ridge_point()                 # ≈ 295 FLOP/byte: below it a kernel is memory-bound
+
+Every figure is the vendor's dense figure, from the course's FACTS.md table (which cites NVIDIA's
+datasheets). Capacities are the vendor's decimal gigabytes (80 GB = 80e9 bytes), which is also how the
+lecture counts ("8 × 80 GB holds 40B parameters"); nvidia-smi reports a little more or less usable memory.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+GB = 10**9
+
+
+@dataclass(frozen=True)
+class GPU:
+    """One accelerator's peak figures. Rates are per second; capacities and bandwidths are in bytes."""
+
+    name: str
+    bf16_flops_per_sec: float  # dense bf16 tensor-core peak
+    fp32_flops_per_sec: float  # fp32 without tensor cores
+    hbm_bandwidth_bytes_per_sec: float
+    hbm_bytes: int
+    num_sms: int
+
+    def peak_flops_per_sec(self, dtype: str = "bf16") -> float:
+        """The peak for "bf16" (tensor cores) or "fp32" (CUDA cores)."""
+        peaks = {"bf16": self.bf16_flops_per_sec, "fp32": self.fp32_flops_per_sec}
+        if dtype not in peaks:
+            raise ValueError(f"dtype must be one of {sorted(peaks)}, got {dtype!r}")
+        return peaks[dtype]
+
+    def ridge_point(self, dtype: str = "bf16") -> float:
+        """FLOP/byte where the roofline bends: peak FLOP/s over bandwidth. Below it, memory-bound."""
+        return self.peak_flops_per_sec(dtype) / self.hbm_bandwidth_bytes_per_sec
+
+
+GPUS: tuple[GPU, ...] = (
+    # FACTS.md, A100 SXM 80 GB: 312e12 bf16, 19.5e12 fp32, 80 GB HBM2e at 2.0e12 B/s, 108 SMs
+    # (the full GA100 die has 128; the product enables 108).
+    GPU("A100 SXM 80GB", 312e12, 19.5e12, 2.0e12, 80 * GB, 108),
+    # FACTS.md, H100 SXM: 989.4e12 bf16 dense (1979e12 is the 2:4-sparse figure; the lecture writes
+    # 1979e12 / 2), 67e12 fp32, 80 GB HBM3 at 3.35e12 B/s, 132 SMs.
+    GPU("H100 SXM", 989.4e12, 67e12, 3.35e12, 80 * GB, 132),
+    # FACTS.md, H200 SXM: the H100's compute with 141 GB of HBM3e at 4.8e12 B/s, 132 SMs.
+    GPU("H200 SXM", 989.4e12, 67e12, 4.8e12, 141 * GB, 132),
+    # FACTS.md, B200 (HGX, 1000 W): 2.25e15 bf16 dense (4.5e15 sparse), fp32 "about 75e12 to 80e12"
+    # depending on the datasheet: we take the lower, 192 GB HBM3e at 8e12 B/s, 148 SMs.
+    GPU("B200", 2.25e15, 75e12, 8e12, 192 * GB, 148),
+)
+
+
+def _key(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def gpu(name: str) -> GPU:
+    """The GPU whose name starts with `name` ("H100", "h100-sxm", "A100"), ignoring case and punctuation."""
+    matches = [g for g in GPUS if _key(g.name).startswith(_key(name))] if _key(name) else []
+    if len(matches) != 1:
+        known = ", ".join(g.name for g in GPUS)
+        what = "matches several GPUs" if matches else "matches no GPU"
+        raise ValueError(f"{name!r} {what}; known GPUs: {known}")
+    return matches[0]

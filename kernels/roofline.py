@@ -1,0 +1,136 @@
+"""The roofline of the H100 and the H200, with the lecture's operations placed on it.
+
+    python -m kernels.roofline --out build/roofline.png      # what `make roofline` runs
+
+A kernel doing F FLOPs while moving B bytes between HBM and the chip has arithmetic intensity I = F / B
+(FLOP/byte). It can run no faster than the compute peak, nor than bandwidth × I FLOP/s:
+attainable = min(peak, I × bandwidth). The two limits meet at the ridge point peak / bandwidth.
+
+Each operation's FLOPs and bytes come from a formula below (bf16: 2 bytes per element; every input is
+read once from HBM and every output written once), so the intensities are derived, not typed in:
+ReLU 0.25, GeLU 5, dot product ≈ 0.5, matrix-vector ≈ 1 (all memory-bound), a 1024³ matmul ≈ 341
+(compute-bound), as in the lecture (FACTS.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from kernels.hardware import GPU, gpu
+
+BF16_BYTES = 2
+PLOTTED_GPUS = ("H100 SXM", "H200 SXM")
+GELU_FLOPS_PER_ELEMENT = 20  # the lecture's count for the tanh approximation (FACTS.md)
+
+
+@dataclass(frozen=True)
+class Op:
+    """An operation's work and traffic: FLOPs done and bytes read plus written in HBM."""
+
+    name: str
+    flops: float
+    bytes_moved: float
+
+    @property
+    def intensity(self) -> float:
+        return self.flops / self.bytes_moved
+
+
+def elementwise(name: str, flops_per_element: float, n: int, bytes_per_element: float) -> Op:
+    """n elements in, n elements out."""
+    return Op(name, flops_per_element * n, 2 * n * bytes_per_element)
+
+
+def dot_product(n: int, bytes_per_element: float) -> Op:
+    """x·y of two n-vectors: n multiplies and n adds; reads 2n elements, writes one."""
+    return Op("dot product", 2 * n, (2 * n + 1) * bytes_per_element)
+
+
+def matrix_vector(n: int, bytes_per_element: float) -> Op:
+    """An (n, n) matrix times an n-vector: 2n² FLOPs; reads n² + n elements, writes n."""
+    return Op("matrix-vector", 2 * n * n, (n * n + 2 * n) * bytes_per_element)
+
+
+def matmul(m: int, n: int, p: int, bytes_per_element: float) -> Op:
+    """(m, n) @ (n, p): 2mnp FLOPs; reads mn + np elements, writes mp."""
+    return Op(f"{m}x{n}x{p} matmul", 2 * m * n * p, (m * n + n * p + m * p) * bytes_per_element)
+
+
+def lecture_ops(n: int = 1024, bytes_per_element: float = BF16_BYTES) -> tuple[Op, ...]:
+    """The lecture's five operations at size n, in bf16 by default."""
+    return (
+        elementwise("ReLU", 1, n, bytes_per_element),
+        elementwise("GeLU", GELU_FLOPS_PER_ELEMENT, n, bytes_per_element),
+        dot_product(n, bytes_per_element),
+        matrix_vector(n, bytes_per_element),
+        matmul(n, n, n, bytes_per_element),
+    )
+
+
+def attainable_flops_per_sec(device: GPU, intensity: float) -> float:
+    """The roofline in bf16: min(peak, intensity × bandwidth)."""
+    return min(device.bf16_flops_per_sec, intensity * device.hbm_bandwidth_bytes_per_sec)
+
+
+@dataclass(frozen=True)
+class PlacedOp:
+    """Where one operation sits on one GPU's roofline."""
+
+    op: str
+    gpu: str
+    intensity: float
+    attainable_flops_per_sec: float
+    compute_bound: bool
+
+
+def placed_points(gpus: tuple[str, ...] = PLOTTED_GPUS, ops: tuple[Op, ...] | None = None) -> list[PlacedOp]:
+    """Every (GPU, op) pair the plot marks, with the op's intensity and attainable FLOP/s."""
+    ops = lecture_ops() if ops is None else ops
+    points = []
+    for device in map(gpu, gpus):
+        for op in ops:
+            points.append(PlacedOp(op.name, device.name, op.intensity, attainable_flops_per_sec(device, op.intensity),
+                                   op.intensity >= device.ridge_point()))
+    return points
+
+
+def plot(out: Path, gpus: tuple[str, ...] = PLOTTED_GPUS) -> Path:
+    """Write the log-log roofline PNG to `out` (its folder is created) and return the path."""
+    fig = Figure(figsize=(9, 6), dpi=100)
+    ax = fig.add_subplot()
+    intensities = np.logspace(-2, 4, 400)
+    points = placed_points(gpus)
+    for device, color in zip(map(gpu, gpus), ("tab:blue", "tab:orange")):
+        ax.plot(intensities, [attainable_flops_per_sec(device, i) for i in intensities], color=color,
+                label=f"{device.name}: ridge {device.ridge_point():.0f} FLOP/byte")
+        ax.axvline(device.ridge_point(), color=color, linestyle=":", linewidth=1)
+        mine = [p for p in points if p.gpu == device.name]
+        ax.scatter([p.intensity for p in mine], [p.attainable_flops_per_sec for p in mine], color=color, zorder=3)
+    # Label each op once, beside its point on the first GPU's roofline.
+    for p in (p for p in points if p.gpu == gpu(gpus[0]).name):
+        ax.annotate(f"{p.op} ({p.intensity:.3g})", (p.intensity, p.attainable_flops_per_sec),
+                    textcoords="offset points", xytext=(6, -14), fontsize=9)
+    ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte)",
+           ylabel="attainable FLOP/s (bf16, dense)", title="Roofline: the lecture's operations in bf16")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(loc="lower right")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, format="png")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Plot the H100 and H200 rooflines with the lecture's ops.")
+    parser.add_argument("--out", type=Path, default=Path("build/roofline.png"), help="PNG to write")
+    args = parser.parse_args(argv)
+    print(f"wrote {plot(args.out)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,56 @@
+"""The roofline plot: the lecture's ops at their intensities, and a real PNG written by the command line."""
+
+import struct
+from pathlib import Path
+
+import pytest
+
+from kernels import roofline
+from kernels.hardware import gpu
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def test_lecture_ops_have_the_lectures_intensities_in_bf16():
+    ops = {op.name: op.intensity for op in roofline.lecture_ops()}
+    assert list(ops) == ["ReLU", "GeLU", "dot product", "matrix-vector", "1024x1024x1024 matmul"]
+    assert ops["ReLU"] == 0.25 and ops["GeLU"] == 5.0
+    assert ops["dot product"] == pytest.approx(0.5, rel=1e-3)
+    assert ops["matrix-vector"] == pytest.approx(1.0, rel=3e-3)
+    assert ops["1024x1024x1024 matmul"] == pytest.approx(1024 / 3, rel=1e-12)
+
+
+def test_intensities_follow_from_the_formulas_not_constants():
+    assert roofline.lecture_ops(bytes_per_element=4)[0].intensity == 0.125  # ReLU in fp32
+    assert roofline.matmul(64, 64, 64, 2).intensity == pytest.approx(64 / 3)
+    assert roofline.dot_product(10, 2).intensity == pytest.approx(20 / 42)
+
+
+def test_placed_points_sit_on_each_gpus_roofline():
+    points = roofline.placed_points()
+    assert {p.gpu for p in points} == {"H100 SXM", "H200 SXM"} and len(points) == 10
+    for p in points:
+        device = gpu(p.gpu)
+        expected = min(device.bf16_flops_per_sec, p.intensity * device.hbm_bandwidth_bytes_per_sec)
+        assert p.attainable_flops_per_sec == pytest.approx(expected)
+        assert p.compute_bound is (p.op == "1024x1024x1024 matmul"), p
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == PNG_MAGIC and data[12:16] == b"IHDR", "not a PNG file"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_plot_writes_a_png_of_sane_size(tmp_path):
+    out = roofline.plot(tmp_path / "sub" / "roofline.png")
+    width, height = png_size(out)
+    assert 400 <= width <= 4000 and 300 <= height <= 4000
+    assert out.stat().st_size > 10_000  # lines, points and labels, not an empty canvas
+
+
+def test_the_command_line_writes_the_png_named_by_out(tmp_path, capsys):
+    """`python -m kernels.roofline --out PATH` (run in-process: a subprocess would re-import torch)."""
+    out = tmp_path / "build" / "roofline.png"
+    assert roofline.main(["--out", str(out)]) == 0
+    assert png_size(out) and str(out) in capsys.readouterr().out
