@@ -1,0 +1,1 @@
+"""Assignment 2: FlashAttention-2 in PyTorch and Triton, forward and backward (handout: README.md)."""

@@ -1,0 +1,68 @@
+"""The trusted side of the flash_attention tests: seeded inputs and a float64 naive attention.
+
+Expected values are computed here, in float64, by the most obvious formula (and autograd through
+it for the gradients); the student's code is never asked for an expected value.
+"""
+
+import math
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+# Tolerances against float64 (handout §12 How this is graded).
+FP32 = dict(atol=1e-4, rtol=1e-4)
+HALF = {torch.bfloat16: dict(atol=2e-2, rtol=2e-2), torch.float16: dict(atol=1e-2, rtol=1e-2)}
+
+
+def make_inputs(seed: int, lead: tuple, n_queries: int, n_keys: int, head_dim: int,
+                dtype: torch.dtype = torch.float32) -> dict:
+    """Seeded q, k, v and an upstream gradient do, standard normal, in `dtype`, on the CPU."""
+    gen = torch.Generator().manual_seed(seed)
+    shapes = {"q": (n_queries, head_dim), "k": (n_keys, head_dim), "v": (n_keys, head_dim),
+              "do": (n_queries, head_dim)}
+    return {name: torch.randn(*lead, *shape, generator=gen).to(dtype) for name, shape in shapes.items()}
+
+
+def attention64(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False):
+    """(o, lse) of softmax(q kᵀ / sqrt(d)) v in float64; lse is the natural-log logsumexp per row."""
+    q, k, v = q.double(), k.double(), v.double()
+    scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    if is_causal:
+        n = q.shape[-2]
+        scores = scores.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v, torch.logsumexp(scores, dim=-1)
+
+
+def gradients64(q, k, v, do, is_causal: bool = False) -> tuple:
+    """(dq, dk, dv) of attention64 for the upstream gradient do, by autograd in float64."""
+    leaves = [x.detach().double().requires_grad_() for x in (q, k, v)]
+    o, _ = attention64(*leaves, is_causal=is_causal)
+    return torch.autograd.grad(o, leaves, do.double())
+
+
+def assert_close(name: str, actual, expected: torch.Tensor, dtype: torch.dtype, tolerance: dict) -> None:
+    """actual is a tensor of expected's shape and of `dtype`, within `tolerance` of expected."""
+    assert type(actual) is torch.Tensor, f"{name}: expected a torch.Tensor, got {type(actual).__name__}"
+    assert tuple(actual.shape) == tuple(expected.shape), \
+        f"{name}: expected shape {tuple(expected.shape)}, got {tuple(actual.shape)}"
+    assert actual.dtype == dtype, f"{name}: expected dtype {dtype}, got {actual.dtype}"
+    actual, expected = actual.double(), expected.double()
+    # torch.testing.assert_close's rule, |actual - expected| <= atol + rtol * |expected|, written out
+    # (its first call costs over a second of imports).
+    excess = (actual - expected).abs() - (tolerance["atol"] + tolerance["rtol"] * expected.abs())
+    bad = int((excess > 0).sum()) + int(actual.isnan().sum())
+    if bad:
+        worst = int(torch.nan_to_num(excess, nan=float("inf")).argmax())
+        where = tuple(int(i) for i in torch.unravel_index(torch.tensor(worst), expected.shape))
+        raise AssertionError(
+            f"{name}: {bad} of {expected.numel()} elements differ by more than atol={tolerance['atol']} + "
+            f"rtol={tolerance['rtol']} * |expected|; worst at index {where}: got {actual.flatten()[worst].item():.6g}, "
+            f"expected {expected.flatten()[worst].item():.6g}")
+
+
+@pytest.fixture(scope="session")
+def trusted() -> SimpleNamespace:
+    """The trusted helpers above, as one fixture: inputs, attention64, gradients64, assert_close."""
+    return SimpleNamespace(inputs=make_inputs, attention64=attention64, gradients64=gradients64,
+                           assert_close=assert_close, fp32=FP32, half=HALF)
