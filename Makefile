@@ -17,6 +17,9 @@ endif
 
 PYTEST := $(PYTHON) -m pytest
 SUBMISSION ?=
+COHORT ?= build/cohort
+GRADES ?= build/grades
+WORKERS ?= 2
 
 .PHONY: help install sandbox-tools test test-public assignments check-sync roofline bench grade
 
@@ -66,3 +69,13 @@ roofline: install
 BENCH_ARGS ?=
 bench: install
 	$(PYTHON) -m kernels.bench_attention --out build/bench_attention.png $(BENCH_ARGS)
+
+# With no SUBMISSION: build the sample cohort from the reference (correct, stubs, mistakes, cheats),
+# grade it into a gradebook and print it. With SUBMISSION=path: grade that folder or .zip.
+grade: install sandbox-tools
+ifeq ($(SUBMISSION),)
+	$(PYTHON) -m autograder.cohort $(COHORT)
+	$(PYTHON) -m autograder batch $(COHORT) --out $(GRADES) --workers $(WORKERS)
+else
+	$(PYTHON) -m autograder grade $(SUBMISSION) --out $(GRADES)/$(notdir $(basename $(SUBMISSION)))
+endif

@@ -94,6 +94,7 @@ def run(source: Path, assignments: list[str] | None, timeout: float, sandbox: st
     violations = scan(submission, chosen)
     lib = staging.build_lib(stage / "lib", chosen)
     worker = Worker(lib, submission.root, stage / "scratch", protections, gpu)
+    worker.prestart()  # boots while pytest collects the tests
     grader = GraderPlugin(RemoteStudent(worker, timeout), violations)
     impl.activate(SOLUTIONS)
     args = ["-q", "--no-header", "--tb=short", "-p", "no:cacheprovider", f"--rootdir={ROOT}"]

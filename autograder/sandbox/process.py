@@ -25,6 +25,7 @@ from autograder.sandbox.policy import PidsCgroup, Protections
 
 LAUNCHER = Path(__file__).with_name("launch.py")
 OUTPUT_TAIL = 3000
+MAX_FAILURES = 2  # timeouts or crashes of one function before its later calls fail without running
 # Exceptions a test may expect by type; anything else arrives as StudentError.
 EXPECTABLE = ("ValueError", "TypeError", "NotImplementedError", "AttributeError", "KeyError",
               "IndexError", "RuntimeError", "ZeroDivisionError", "OverflowError", "ArithmeticError",
@@ -57,35 +58,115 @@ def rebuild_exception(error: Any) -> Exception:
     return exc
 
 
+class _Process:
+    """One launched worker process: its pipes, its pids cgroup, and whether it said it is ready."""
+
+    def __init__(self, command: list[str], env: dict[str, str], fds: tuple[int, int, int, int],
+                 cwd: Path, output: Path, cgroup: PidsCgroup | None) -> None:
+        req_r, req_w, rep_r, rep_w = fds
+        self.to_worker, self.from_worker, self.cgroup, self.ready = req_w, rep_r, cgroup, False
+        self.output = output  # its own file: a flood that hit the size limit does not outlive it
+        with open(output, "ab") as out:
+            try:
+                self.popen = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                                              pass_fds=(req_r, rep_w), env=env, cwd=cwd, start_new_session=True)
+            finally:
+                os.close(req_r)
+                os.close(rep_w)
+
+    def wait_ready(self, timeout: float) -> None:
+        if not self.ready:
+            if wire.decode(read_frame(self.from_worker, 1 << 16, time.monotonic() + timeout)) != {"ready": True}:
+                raise wire.WireError("the worker's first message was not the ready signal")
+            self.ready = True
+
+    def kill(self, settle: float = 0.0) -> int | None:
+        """Kill it and everything it started; return its exit status if it had one."""
+        if settle:
+            try:  # it closed its pipe: let it finish dying, to report its own exit status
+                self.popen.wait(timeout=settle)
+            except subprocess.TimeoutExpired:
+                pass
+        for fd in (self.to_worker, self.from_worker):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        try:  # the whole group, even when the worker itself has exited: children may linger
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        if self.cgroup is not None:
+            self.cgroup.remove()
+        try:
+            return self.popen.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            return None
+
+
 class Worker:
-    """One sandboxed worker process for one submission."""
+    """The sandboxed worker of one submission, restarted after every timeout or crash.
+
+    Starting a worker costs an interpreter and a torch import (seconds), so `prestart` begins one
+    early (while the grader collects its tests) and, once a worker has died, a spare is kept booting
+    in the background so that a submission that crashes often does not cost seconds per test.
+    """
 
     def __init__(self, lib: Path, submission: Path, scratch: Path, protections: Protections, gpu: bool) -> None:
         self.lib, self.submission, self.scratch = lib, submission, scratch
         self.protections, self.gpu = protections, gpu
-        self.output = scratch.parent / "worker-output.log"
-        self.proc: subprocess.Popen | None = None
-        self.cgroup: PidsCgroup | None = None
+        self.current: _Process | None = None
+        self.spare: _Process | None = None
         self.starts = 0
+        self.last_output = ""
+
+    def prestart(self) -> None:
+        if self.current is None:
+            self.current = self._launch()
 
     def request(self, message: dict, timeout: float) -> Any:
-        """Send one request; return the decoded, type-checked answer or raise."""
-        if self.proc is None:
-            self._start()
+        """Send one request; return the decoded, type-checked answer or raise WorkerError/StudentError."""
+        proc = self._ready()
         try:
-            write_frame(self._to_worker, wire.encode(message))
-            reply = wire.decode(read_frame(self._from_worker, wire.MAX_FRAME_BYTES, time.monotonic() + timeout))
+            write_frame(proc.to_worker, wire.encode(message))
+            reply = wire.decode(read_frame(proc.from_worker, wire.MAX_FRAME_BYTES, time.monotonic() + timeout))
         except (FrameError, OSError, wire.WireError) as exc:
             raise self._failure(exc, timeout) from None
         if type(reply) is not dict or len(reply) != 1 or next(iter(reply)) not in ("ok", "error"):
-            self.stop()
+            self._discard()
             raise WorkerError("the worker broke the protocol (a malformed reply); it was restarted")
         if "error" in reply:
             raise rebuild_exception(reply["error"])
         return reply["ok"]
 
-    def _start(self) -> None:
-        limits = self.protections.limits
+    def stop(self) -> None:
+        for proc in (self.current, self.spare):
+            if proc is not None:
+                proc.kill()
+        self.current = self.spare = None
+
+    def _ready(self) -> _Process:
+        if self.current is None:
+            self.current, self.spare = self.spare or self._launch(), None
+        try:
+            self.current.wait_ready(self.protections.limits.start_timeout)
+        except (FrameError, OSError, wire.WireError) as exc:
+            raise self._failure(exc, self.protections.limits.start_timeout, starting=True) from None
+        return self.current
+
+    def _discard(self, settle: float = 0.0) -> int | None:
+        """Kill the current worker and start booting a spare; return the dead one's exit status."""
+        code, self.last_output = None, ""
+        if self.current is not None:
+            code = self.current.kill(settle)
+            self.last_output = _tail(self.current.output)
+            self.current.output.unlink(missing_ok=True)
+        self.current = None
+        if self.spare is None:
+            self.spare = self._launch()
+        return code
+
+    def _launch(self) -> _Process:
         self.scratch.mkdir(parents=True, exist_ok=True)
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
@@ -93,40 +174,25 @@ class Worker:
         env["LLMSYS_WORKER_FDS"] = f"{req_r},{rep_w}"
         command = (bwrap.bwrap_command(self.lib, self.submission, self.scratch, env, self.gpu)
                    if self.protections.bwrap else bwrap.worker_argv(sys.executable))
-        out = open(self.output, "ab")
-        try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", str(LAUNCHER), json.dumps(self._rlimits()), "--", *command],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=out, pass_fds=(req_r, rep_w),
-                env={"PATH": env["PATH"]} if self.protections.bwrap else env,
-                cwd=self.scratch, start_new_session=True,
-            )
-        finally:
-            out.close()
-            os.close(req_r)
-            os.close(rep_w)
-        self._to_worker, self._from_worker = req_w, rep_r
+        limits, cgroup = self._rlimits()
         self.starts += 1
-        try:
-            ready = wire.decode(read_frame(rep_r, 1 << 16, time.monotonic() + limits.start_timeout))
-        except (FrameError, OSError, wire.WireError) as exc:
-            raise self._failure(exc, limits.start_timeout, starting=True) from None
-        if ready != {"ready": True}:
-            self.stop()
-            raise WorkerError("the worker did not start properly")
+        output = self.scratch.parent / f"worker-{self.starts}.log"
+        return _Process([sys.executable, "-I", "-S", str(LAUNCHER), json.dumps(limits), "--", *command],
+                        {"PATH": env["PATH"]} if self.protections.bwrap else env,
+                        (req_r, req_w, rep_r, rep_w), self.scratch, output, cgroup)
 
-    def _rlimits(self) -> dict[str, Any]:
+    def _rlimits(self) -> tuple[dict[str, Any], PidsCgroup | None]:
         limits = self.protections.limits
         rlimits: dict[str, Any] = {"cpu": limits.cpu_seconds, "fsize": limits.file_size, "core": 0,
                                    "nofile": limits.open_files}
         if limits.address_space:
             rlimits["as"] = limits.address_space
-        if self.protections.pids_cgroup:
-            self.cgroup = PidsCgroup(limits.max_pids)
-            rlimits["cgroup_procs"] = self.cgroup.procs_file
+        cgroup = PidsCgroup(limits.max_pids) if self.protections.pids_cgroup else None
+        if cgroup is not None:
+            rlimits["cgroup_procs"] = cgroup.procs_file
         elif self.protections.nproc_rlimit:
             rlimits["nproc"] = limits.max_pids
-        return rlimits
+        return rlimits, cgroup
 
     def _paths(self) -> tuple[str, str, str]:
         if self.protections.bwrap:
@@ -135,12 +201,7 @@ class Worker:
 
     def _failure(self, exc: Exception, timeout: float, starting: bool = False) -> WorkerError:
         timed_out = isinstance(exc, FrameError) and str(exc) == "timeout"
-        if not timed_out and self.proc is not None:
-            try:  # it closed its pipe: let it finish dying, to report its own exit status
-                self.proc.wait(timeout=2)
-            except subprocess.TimeoutExpired:
-                pass
-        code = self.stop()
+        code = self._discard(settle=0.0 if timed_out else 2.0)
         what = "starting the worker" if starting else "the call"
         if timed_out:
             reason = f"{what} timed out after {timeout:g} s (an endless loop, or far too slow)"
@@ -148,38 +209,18 @@ class Worker:
             reason = f"the worker sent data that is not a valid frame ({exc})"
         else:
             reason = describe_exit(code)
-        tail = self.output_tail()
+        tail = self.last_output
         return WorkerError(reason + (f"\n--- last output of the worker ---\n{tail}" if tail else ""))
 
-    def output_tail(self) -> str:
-        try:
-            with open(self.output, "rb") as f:
-                f.seek(max(0, os.path.getsize(self.output) - OUTPUT_TAIL))
-                return f.read().decode("utf-8", "replace").strip()
-        except OSError:
-            return ""
 
-    def stop(self) -> int | None:
-        """Kill the worker and everything it started; return its exit status if it had one."""
-        if self.proc is None:
-            return None
-        proc, self.proc = self.proc, None
-        for fd in (self._to_worker, self._from_worker):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        try:  # the whole group, even when the worker itself has exited: children may linger
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        if self.cgroup is not None:
-            self.cgroup.remove()
-            self.cgroup = None
-        try:
-            return proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            return None
+def _tail(path: Path) -> str:
+    """The end of a worker's output, for the failure message."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, os.path.getsize(path) - OUTPUT_TAIL))
+            return f.read().decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
 
 
 def describe_exit(code: int | None) -> str:
@@ -196,24 +237,32 @@ def describe_exit(code: int | None) -> str:
 class RemoteStudent(Student):
     """The `student` fixture when grading: every call and scenario runs in the sandboxed worker.
 
-    Each call has `timeout` seconds; all calls together have `budget` seconds, so a submission
-    that loops forever costs one budget, not one timeout per test.
+    Each call has `timeout` seconds and all calls together `budget` seconds; a function (or scenario)
+    that timed out or killed the worker twice is not called again. So a submission that loops or
+    crashes costs a bounded time, not a timeout per test.
     """
 
-    def __init__(self, worker: Worker, timeout: float, budget: float = 900.0) -> None:
+    def __init__(self, worker: Worker, timeout: float, budget: float = 600.0) -> None:
         self.worker, self.timeout, self.remaining = worker, timeout, budget
+        self.failures: dict[str, int] = {}
 
     def call(self, target: str, *args: Any, **kwargs: Any) -> Any:
-        return self._request({"op": "call", "target": target, "args": list(args), "kwargs": kwargs})
+        return self._request(target, {"op": "call", "target": target, "args": list(args), "kwargs": kwargs})
 
     def run(self, scenario: Callable | str, **kwargs: Any) -> Any:
-        return self._request({"op": "scenario", "name": scenario_name(scenario), "kwargs": kwargs})
+        name = scenario_name(scenario)
+        return self._request(name, {"op": "scenario", "name": name, "kwargs": kwargs})
 
-    def _request(self, message: dict) -> Any:
+    def _request(self, target: str, message: dict) -> Any:
         if self.remaining <= 0:
             raise WorkerError("not run: this submission used up its grading time budget (endless loops?)")
+        if self.failures.get(target, 0) >= MAX_FAILURES:
+            raise WorkerError(f"not run: {target} already timed out or killed the worker {MAX_FAILURES} times")
         started = time.monotonic()
         try:
             return self.worker.request(message, min(self.timeout, self.remaining))
+        except WorkerError:
+            self.failures[target] = self.failures.get(target, 0) + 1
+            raise
         finally:
             self.remaining -= time.monotonic() - started
