@@ -77,5 +77,5 @@ ifeq ($(SUBMISSION),)
 	$(PYTHON) -m autograder.cohort $(COHORT)
 	$(PYTHON) -m autograder batch $(COHORT) --out $(GRADES) --workers $(WORKERS)
 else
-	$(PYTHON) -m autograder grade $(SUBMISSION) --out $(GRADES)/$(notdir $(basename $(SUBMISSION)))
+	$(PYTHON) -m autograder grade $(SUBMISSION) --out $(GRADES)/$(notdir $(basename $(patsubst %/,%,$(SUBMISSION))))
 endif

@@ -27,6 +27,7 @@ from autograder.report import write_all
 from autograder.report.gradebook import Gradebook
 from autograder.report.text import clean
 from autograder.results import GradeReport
+from autograder.submission import submission_name
 
 GradeFn = Callable[[Path], GradeReport]
 CHUNK = 1 << 20
@@ -50,7 +51,7 @@ def submission_entries(directory: Path) -> tuple[dict[str, Path], list[str]]:
         if not (entry.is_dir() or (entry.is_file() and entry.name.endswith(".zip"))):
             ignored.append(entry.name)
             continue
-        name = entry.name.removesuffix(".zip") if entry.is_file() else entry.name
+        name = submission_name(entry) if entry.is_file() else entry.name
         if name in found:
             raise BatchError(f"{found[name].name} and {entry.name} in {directory} are both submission "
                              f"{name!r}: remove or rename one of them")

@@ -59,7 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
 def grade_command(args: argparse.Namespace) -> int:
     if not args.submission.exists():
         args.parser.error(f"{args.submission} does not exist: give a submission folder or .zip")
-    from autograder.grade import grade, submission_name
+    from autograder.grade import grade
+    from autograder.submission import submission_name
 
     out = args.out or Path("out") / submission_name(args.submission.resolve())
     report = grade(args.submission, out=out, assignment=args.assignment, call_timeout=args.timeout)

@@ -15,13 +15,10 @@ import time
 from pathlib import Path
 
 from autograder.results import GradeReport
+from autograder.submission import submission_name
 
 ROOT = Path(__file__).resolve().parents[1]
 OVERALL_LIMIT = 3600.0
-
-
-def submission_name(path: Path) -> str:
-    return path.name[:-4] if path.name.endswith(".zip") else path.name
 
 
 def grade(submission: Path, out: Path | None = None, assignment: str | None = None, *,

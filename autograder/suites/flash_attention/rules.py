@@ -1,0 +1,42 @@
+"""Static rules of flash_attention, as the handout's "Forbidden in ..." lines (§3, §5, §8) state them.
+
+The whole-row softmax is forbidden in every spelling (torch.softmax, F.softmax, x.softmax(...),
+torch.logsumexp, ...), not only the two the handout names: any of them needs the whole score row.
+"""
+
+from autograder.checks import Rule
+
+RULES: list[Rule] = [
+    Rule(
+        name="library attention",
+        modules=("reference", "flash_pytorch", "flash_triton"),
+        forbidden=("scaled_dot_product_attention", "flash_attn"),
+        reason="the attention must be your own code, not PyTorch's or flash-attn's; see the handout §3, §5, §8",
+    ),
+    Rule(
+        name="reference attention",
+        modules=("flash_pytorch", "flash_triton"),
+        forbidden=("flash_attention.reference.attention",),
+        reason="a FlashAttention may not fall back on the naive reference attention; see the handout §5, §8",
+    ),
+    Rule(
+        name="online softmax",
+        modules=("flash_pytorch",),
+        forbidden=("softmax", "log_softmax", "logsumexp", "torch.nn.Softmax", "torch.nn.LogSoftmax"),
+        reason="the online softmax is the point: a softmax over whole rows needs the whole score row; "
+               "see the handout §5",
+    ),
+    Rule(
+        name="triton kernels",
+        modules=("flash_triton",),
+        forbidden=("flash_attention.flash_pytorch", "make_block_ptr", "triton.language.advance"),
+        reason="the computation must be Triton kernels with plain pointer arithmetic (no flash_pytorch "
+               "functions, no block pointers); see the handout §8",
+    ),
+    Rule(
+        name="uses triton",
+        modules=("flash_triton",),
+        required=("triton.jit",),
+        reason="flash_triton must compute with Triton kernels (@triton.jit); see the handout §8",
+    ),
+]
