@@ -14,6 +14,7 @@ import os
 import shutil
 import signal
 import subprocess
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,8 +115,10 @@ class PidsCgroup:
     def procs_file(self) -> str:
         return str(self.path / "cgroup.procs")
 
-    def kill_all(self) -> None:
-        for _ in range(50):
+    def kill_all(self, patience: float = 10.0) -> None:
+        """SIGKILL every process of the cgroup until it is empty (forks may race the first round)."""
+        deadline = time.monotonic() + patience
+        while time.monotonic() < deadline:
             pids = [int(p) for p in (self.path / "cgroup.procs").read_text().split()]
             if not pids:
                 return
@@ -124,6 +127,7 @@ class PidsCgroup:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
+            time.sleep(0.01)
 
     def remove(self) -> None:
         try:

@@ -26,6 +26,7 @@ from autograder.sandbox.policy import PidsCgroup, Protections
 LAUNCHER = Path(__file__).with_name("launch.py")
 OUTPUT_TAIL = 3000
 MAX_FAILURES = 2  # timeouts or crashes of one function before its later calls fail without running
+MAX_IN_A_ROW = 5  # timeouts or crashes in a row, of any functions, before no call runs any more
 # Exceptions a test may expect by type; anything else arrives as StudentError.
 EXPECTABLE = ("ValueError", "TypeError", "NotImplementedError", "AttributeError", "KeyError",
               "IndexError", "RuntimeError", "ZeroDivisionError", "OverflowError", "ArithmeticError",
@@ -126,7 +127,7 @@ class Worker:
 
     def request(self, message: dict, timeout: float) -> Any:
         """Send one request; return the decoded, type-checked answer or raise WorkerError/StudentError."""
-        proc = self._ready()
+        proc = self.ready()
         try:
             write_frame(proc.to_worker, wire.encode(message))
             reply = wire.decode(read_frame(proc.from_worker, wire.MAX_FRAME_BYTES, time.monotonic() + timeout))
@@ -145,7 +146,8 @@ class Worker:
                 proc.kill()
         self.current = self.spare = None
 
-    def _ready(self) -> _Process:
+    def ready(self) -> _Process:
+        """The current worker, started and through its handshake (the start is not the call's time)."""
         if self.current is None:
             self.current, self.spare = self.spare or self._launch(), None
         try:
@@ -238,13 +240,14 @@ class RemoteStudent(Student):
     """The `student` fixture when grading: every call and scenario runs in the sandboxed worker.
 
     Each call has `timeout` seconds and all calls together `budget` seconds; a function (or scenario)
-    that timed out or killed the worker twice is not called again. So a submission that loops or
-    crashes costs a bounded time, not a timeout per test.
+    that timed out or killed the worker twice is not called again, and after five such failures in a
+    row nothing is. So a submission that loops or crashes costs a bounded time, not a timeout per test.
     """
 
     def __init__(self, worker: Worker, timeout: float, budget: float = 600.0) -> None:
         self.worker, self.timeout, self.remaining = worker, timeout, budget
         self.failures: dict[str, int] = {}
+        self.in_a_row = 0
 
     def call(self, target: str, *args: Any, **kwargs: Any) -> Any:
         return self._request(target, {"op": "call", "target": target, "args": list(args), "kwargs": kwargs})
@@ -258,11 +261,21 @@ class RemoteStudent(Student):
             raise WorkerError("not run: this submission used up its grading time budget (endless loops?)")
         if self.failures.get(target, 0) >= MAX_FAILURES:
             raise WorkerError(f"not run: {target} already timed out or killed the worker {MAX_FAILURES} times")
+        if self.in_a_row >= MAX_IN_A_ROW:
+            raise WorkerError(f"not run: the last {MAX_IN_A_ROW} calls into this submission all timed out "
+                              "or killed the worker")
+        self.worker.ready()
         started = time.monotonic()
         try:
-            return self.worker.request(message, min(self.timeout, self.remaining))
+            answer = self.worker.request(message, min(self.timeout, self.remaining))
         except WorkerError:
             self.failures[target] = self.failures.get(target, 0) + 1
+            self.in_a_row += 1
+            raise
+        except StudentError:
+            self.in_a_row = 0
             raise
         finally:
             self.remaining -= time.monotonic() - started
+        self.in_a_row = 0
+        return answer

@@ -33,6 +33,12 @@ def spin():
 def exit_zero():
     os._exit(0)
 
+def exit_code():
+    os._exit(3)
+
+def abort():
+    os.abort()
+
 def raise_system_exit():
     sys.exit(0)
 
@@ -174,7 +180,9 @@ def test_a_detached_child_is_killed_with_the_worker(student, worker):
     assert call(student, "orphan") is True
     assert leftovers(), "the child should be running while the worker lives"
     worker.stop()
-    time.sleep(0.5)
+    deadline = time.monotonic() + 10
+    while leftovers() and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert leftovers() == []
 
 
@@ -227,3 +235,34 @@ def test_the_protections_are_stated_in_words(protections):
     lines = protections.lines()
     assert lines[0].startswith("bubblewrap: ")
     assert any(line.startswith("timeout: 5 s") for line in lines)
+
+
+def test_a_function_that_timed_out_twice_is_not_called_again(worker):
+    student = RemoteStudent(worker, timeout=2)
+    for _ in range(2):
+        with pytest.raises(WorkerError, match="timed out"):
+            call(student, "spin")
+    started = time.monotonic()
+    with pytest.raises(WorkerError, match="not run: tricks.m:spin already timed out"):
+        call(student, "spin")
+    assert time.monotonic() - started < 1
+    assert call(student, "add", 1, 2) == 3
+
+
+def test_after_five_failures_in_a_row_no_call_runs(worker):
+    student = RemoteStudent(worker, timeout=30)
+    for name in ("exit_zero", "exit_zero", "exit_code", "exit_code", "abort"):
+        with pytest.raises(WorkerError, match="during the call"):
+            call(student, name)
+    with pytest.raises(WorkerError, match="the last 5 calls"):
+        call(student, "add", 1, 2)
+
+
+def test_the_time_budget_bounds_a_submission(worker):
+    student = RemoteStudent(worker, timeout=2, budget=3)
+    with pytest.raises(WorkerError, match="timed out after 2 s"):
+        call(student, "spin")
+    with pytest.raises(WorkerError, match=r"timed out after [01](\.\d+)? s"):
+        call(student, "spin")
+    with pytest.raises(WorkerError, match="used up its grading time budget"):
+        call(student, "add", 1, 2)
