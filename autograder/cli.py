@@ -1,6 +1,6 @@
 """The command line, a thin face over the two verbs:
 
-    python -m autograder grade SUBMISSION [--assignment NAME] [--out DIR] [--timeout S]
+    python -m autograder grade SUBMISSION [--assignment NAME] [--out DIR] [--timeout S] [--select EXPR] [--seed N]
     python -m autograder batch DIR --out OUT [--workers N]
 
 Exit codes: 0 when grading completed, whatever the score; 1 when the grader itself failed on a
@@ -45,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "(default: out/<submission name>)")
     grade.add_argument("--timeout", type=_positive(float), default=DEFAULT_TIMEOUT, metavar="S",
                        help=f"seconds allowed for each call into student code (default {DEFAULT_TIMEOUT:g})")
+    grade.add_argument("--select", metavar="EXPR", help="only the tests matching this pytest -k expression "
+                       "(e.g. 'not hidden' for the public tests)")
+    grade.add_argument("--seed", type=int, metavar="N", help="seed of the randomised tests, to reproduce a run")
     grade.set_defaults(command=grade_command, parser=grade)
     batch = verbs.add_parser("batch", help="grade every submission in a folder into a gradebook")
     batch.add_argument("directory", type=Path, help="a folder holding one folder or .zip per submission")
@@ -63,7 +66,8 @@ def grade_command(args: argparse.Namespace) -> int:
     from autograder.submission import submission_name
 
     out = args.out or Path("out") / submission_name(args.submission.resolve())
-    report = grade(args.submission, out=out, assignment=args.assignment, call_timeout=args.timeout)
+    report = grade(args.submission, out=out, assignment=args.assignment, call_timeout=args.timeout,
+                   select=args.select, seed=args.seed)
     console = Console()
     print_report(report, console)
     console.print(Text(f"reports written to {out}"))

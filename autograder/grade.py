@@ -22,7 +22,8 @@ OVERALL_LIMIT = 3600.0
 
 
 def grade(submission: Path, out: Path | None = None, assignment: str | None = None, *,
-          call_timeout: float = 60.0, sandbox: str = "auto") -> GradeReport:
+          call_timeout: float = 60.0, sandbox: str = "auto", select: str | None = None,
+          seed: int | None = None) -> GradeReport:
     started = time.monotonic()
     submission = Path(submission).resolve()
     with tempfile.TemporaryDirectory(prefix="llmsys-report-") as tmp:
@@ -31,6 +32,10 @@ def grade(submission: Path, out: Path | None = None, assignment: str | None = No
                    "--timeout", str(call_timeout), "--sandbox", sandbox]
         if assignment:
             command += ["--assignment", assignment]
+        if select:
+            command += ["--select", select]
+        if seed is not None:
+            command += ["--seed", str(seed)]
         try:
             done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=OVERALL_LIMIT)
             failure = "" if target.exists() else f"exit code {done.returncode}: {done.stderr[-3000:]}"

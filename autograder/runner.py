@@ -84,7 +84,8 @@ def scan(submission, assignments: list[str]) -> list:
     return found
 
 
-def run(source: Path, assignments: list[str] | None, timeout: float, sandbox: str, stage: Path) -> GradeReport:
+def run(source: Path, assignments: list[str] | None, timeout: float, sandbox: str, stage: Path,
+        select: str | None = None, seed: int | None = None) -> GradeReport:
     started = time.monotonic()
     gpu = has_cuda()
     limits = policy.Limits(call_timeout=timeout, address_space=None if gpu else policy.Limits.address_space)
@@ -98,6 +99,8 @@ def run(source: Path, assignments: list[str] | None, timeout: float, sandbox: st
     grader = GraderPlugin(RemoteStudent(worker, timeout), violations)
     impl.activate(SOLUTIONS)
     args = ["-q", "--no-header", "--tb=short", "-p", "no:cacheprovider", f"--rootdir={ROOT}"]
+    args += ["-k", select] if select else []
+    args += ["--seed", str(seed)] if seed is not None else []
     try:
         code = pytest.main(args + [p for a in chosen for p in test_paths(a)], plugins=[grader])
     finally:
@@ -118,10 +121,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--assignment", action="append")
     parser.add_argument("--timeout", type=float, default=policy.Limits.call_timeout)
     parser.add_argument("--sandbox", choices=policy.MODES, default="auto")
+    parser.add_argument("--select", help="only the tests matching this pytest -k expression")
+    parser.add_argument("--seed", type=int, help="the seed of the randomised tests (default: random)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="llmsys-grade-") as tmp:
         os.chmod(tmp, 0o755)
-        report = run(args.submission, args.assignment, args.timeout, args.sandbox, Path(tmp))
+        report = run(args.submission, args.assignment, args.timeout, args.sandbox, Path(tmp), args.select, args.seed)
     args.report.write_text(report.to_json())
     return 0
 

@@ -1,0 +1,147 @@
+"""End to end: the sample cohort graded for real (runner, sandbox, hidden suites, batch, gradebook).
+
+The reference scores full marks, the stubs zero, each typical mistake loses points but not all, and
+no cheat scores more than the bare stubs or leaves anything running. Everything here goes through
+`autograder.batch.run_batch` and `autograder.grade.grade`, as an instructor's run would.
+"""
+
+import functools
+import json
+import sqlite3
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from autograder import cohort
+from autograder.batch import run_batch
+from autograder.grade import grade
+from autograder.results import GradeReport
+
+ROOT = Path(__file__).resolve().parents[2]
+ASSIGNMENT = "resource_accounting"
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """The cohort graded by two-worker batches; {name: GradeReport}, and "_out": the output folder.
+
+    The reference and the stubs are graded on both assignments with every test; the mistakes and
+    cheats on resource_accounting's public tests (each attack is about the boundary, not the tests).
+    """
+    base = tmp_path_factory.mktemp("cohort")
+    full = [m for m in cohort.MEMBERS if m.name in ("correct", "stubs")]
+    cohort.build(base / "full", None, full)
+    cohort.build(base / "battery", [ASSIGNMENT], cohort.MISTAKES + cohort.CHEATS)
+    out = base / "out"
+    run_batch(base / "full", out, workers=2, grade_fn=functools.partial(grade, call_timeout=60))
+    run_batch(base / "battery", out, workers=2,
+              grade_fn=functools.partial(grade, call_timeout=20, select="not hidden"))
+    return {p.parent.name: GradeReport.from_json(p.read_text()) for p in out.glob("*/report.json")} | {
+        "_out": out}
+
+
+def graded_points(report: GradeReport) -> float:
+    return sum(t.points for t in report.tests)
+
+
+def gradable_max(report: GradeReport) -> float:
+    return sum(t.max_points for t in report.tests if t.status != "not_graded")
+
+
+def test_every_member_of_the_cohort_was_graded(graded):
+    assert set(graded) - {"_out"} == {m.name for m in cohort.MEMBERS}
+    for name, report in graded.items():
+        if name != "_out":
+            assert report.tests, f"{name}: no results ({report.log})"
+
+
+def test_the_reference_scores_every_gradable_point(graded):
+    report = graded["correct"]
+    failing = [(t.name, t.message[:300]) for t in report.tests if t.status not in ("passed", "not_graded")]
+    assert failing == []
+    assert graded_points(report) == gradable_max(report) > 0
+    assert any(t.visibility == "hidden" for t in report.tests), "the hidden suite did not run"
+
+
+def test_the_stubs_score_zero_and_fail_as_not_implemented(graded):
+    report = graded["stubs"]
+    assert graded_points(report) == 0
+    assert {t.status for t in report.tests} <= {"not_implemented", "not_graded"}
+
+
+def public_points(report: GradeReport, assignment: str = ASSIGNMENT) -> float:
+    return sum(t.points for t in report.tests if t.assignment == assignment and t.visibility == "visible")
+
+
+def test_both_assignments_were_graded_with_their_hidden_suites(graded):
+    report = graded["correct"]
+    assert {t.assignment for t in report.tests} == {"resource_accounting", "flash_attention"}
+    for assignment in ("resource_accounting", "flash_attention"):
+        assert any(t.assignment == assignment and t.visibility == "hidden" for t in report.tests)
+
+
+@pytest.mark.parametrize("member", [m.name for m in cohort.MISTAKES])
+def test_a_typical_mistake_loses_points_but_not_all(graded, member):
+    report = graded[member]
+    assert 0 < graded_points(report) < public_points(graded["correct"])
+
+
+@pytest.mark.parametrize("member", [m.name for m in cohort.CHEATS])
+def test_no_cheat_scores_more_than_the_stubs(graded, member):
+    report = graded[member]
+    passed = [t.name for t in report.tests if t.status == "passed"]
+    assert report.tests and graded_points(report) <= public_points(graded["stubs"]) == 0, passed
+
+
+def test_a_static_check_names_the_import_of_the_grader(graded):
+    report = graded["cheat-import-grader"]
+    assert any("static check" in t.message and "autograder" in t.message for t in report.tests)
+
+
+def test_forged_reports_do_not_replace_the_graders(graded):
+    out = graded["_out"]
+    results = json.loads((out / "cheat-forge-reports" / "results.json").read_text())
+    assert results["score"] == 0
+    assert not (ROOT / "results.json").exists() and not (ROOT / "report.json").exists()
+
+
+def test_results_json_is_valid_for_gradescope(graded):
+    schema = json.loads((ROOT / "autograder" / "report" / "gradescope_schema.json").read_text())
+    for name in ("correct", "stubs", "cheat-endless-loop"):
+        jsonschema.validate(json.loads((graded["_out"] / name / "results.json").read_text()), schema)
+
+
+def test_the_gradebook_holds_each_submission_once_with_its_score(graded):
+    with sqlite3.connect(graded["_out"] / "gradebook.sqlite") as db:
+        rows = dict(db.execute("SELECT name, score FROM submissions"))
+    assert set(rows) == {m.name for m in cohort.MEMBERS}
+    assert rows["correct"] == graded_points(graded["correct"]) and rows["stubs"] == 0
+
+
+def test_the_log_states_the_active_protections(graded):
+    log = graded["correct"].log
+    assert any(line.startswith("bubblewrap: ") for line in log)
+    assert any(line.startswith("processes: ") for line in log)
+
+
+def test_nothing_a_submission_started_is_left_running(graded):
+    leftovers = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and b"autograder.sandbox.worker" in (entry / "cmdline").read_bytes():
+                leftovers.append(entry.name)
+        except OSError:
+            pass
+    assert leftovers == []
+
+
+def test_every_edit_of_the_mistakes_still_applies(tmp_path):
+    cohort.build(tmp_path, None, cohort.MISTAKES)  # raises if the reference changed under an edit
+
+
+def test_a_submission_with_no_packages_gets_a_message_per_test(tmp_path):
+    (tmp_path / "empty").mkdir()
+    report = grade(tmp_path / "empty", assignment=ASSIGNMENT, call_timeout=20, select="test_memory")
+    assert report.tests and all(t.status != "passed" for t in report.tests)
+    assert any("no files to grade" in line for line in report.log), report.log
