@@ -1,0 +1,241 @@
+"""Scenarios of the hidden flash_attention suite: each drives the student's code and returns plain data.
+
+They run where the student's code runs (the grader's sandboxed worker), import the student's modules
+inside their bodies and return only wire types. Inputs arrive as CPU tensors (or as a seed, for the
+large ones) and results go back on the CPU. Each one reports what it observed, never a verdict: the
+tests compare it with values computed on the trusted side.
+
+Two observers are used besides the results themselves:
+- `_AtenOps`, a dispatch mode that records every aten op run inside a block and the FLOPs of its
+  matrix products (mm, bmm, addmm, baddbmm, the ops every torch matmul, `@` and einsum end in);
+- `kernels.launches.record_launches` (Triton kernels launched) and `kernels.memory.MemoryTracker`.
+"""
+
+from contextlib import contextmanager
+
+import kernels  # noqa: F401  (entering a dispatch mode imports Triton: select its mode first)
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+# aten ops that are matrix products: the first matrix operand's position, for the contracted size.
+_MATMULS = {"aten.mm": 0, "aten.bmm": 0, "aten.addmm": 1, "aten.baddbmm": 1}
+# Torch ops that would do attention's arithmetic: a Triton task must not run any of them.
+_ATTENTION_OPS = set(_MATMULS) | {"aten._softmax", "aten.logsumexp", "aten.matmul", "aten.einsum"}
+
+
+class _AtenOps(TorchDispatchMode):
+    """Records the aten ops run inside the block, and the FLOPs (2·m·n·p) of the matrix products."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+        self.matmul_flops = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        name = str(func.overloadpacket)
+        self.names.append(name)
+        if name in _MATMULS and isinstance(out, torch.Tensor):
+            self.matmul_flops += 2 * out.numel() * args[_MATMULS[name]].shape[-1]
+        return out
+
+    def attention_ops(self) -> list[str]:
+        """The ops seen that do attention's arithmetic (matmuls, softmax, sdpa), once each."""
+        return sorted({n for n in self.names if n in _ATTENTION_OPS or "scaled_dot_product" in n})
+
+
+@contextmanager
+def _one_thread():
+    """Run torch single-threaded inside, as the grader's worker always does: the dispatch modes below see
+    thousands of small ops, which idle OpenMP threads slow down many times over on a busy machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _on(device: str, *tensors: torch.Tensor) -> list[torch.Tensor]:
+    return [t.to(device) for t in tensors]
+
+
+def _cpu(*tensors: torch.Tensor) -> list[torch.Tensor]:
+    return [t.detach().to("cpu") for t in tensors]
+
+
+def seeded_randn(seed: int, shapes: list, device: str, dtype: torch.dtype = torch.float32) -> list[torch.Tensor]:
+    """Standard normal tensors of `shapes` from one seeded generator on `device` (reproducible there)."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    return [torch.randn(*shape, generator=gen, device=device, dtype=dtype) for shape in shapes]
+
+
+def pytorch_autograd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, do: torch.Tensor, is_causal: bool, device: str,
+                     loss: str) -> dict:
+    """_autograd through FlashAttentionPytorch."""
+    from flash_attention.flash_pytorch import FlashAttentionPytorch
+
+    return _autograd(FlashAttentionPytorch, q, k, v, do, is_causal, device, loss)
+
+
+def triton_autograd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, do: torch.Tensor, is_causal: bool, device: str,
+                    loss: str) -> dict:
+    """_autograd through FlashAttentionTriton (its own scenario: the grader stops calling a scenario that
+    crashed the worker twice, which must not cost the PyTorch tests)."""
+    from flash_attention.flash_triton import FlashAttentionTriton
+
+    return _autograd(FlashAttentionTriton, q, k, v, do, is_causal, device, loss)
+
+
+def _autograd(function, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, do: torch.Tensor, is_causal: bool,
+              device: str, loss: str) -> dict:
+    """o of function.apply and the gradients autograd gets through it, with what it saved and launched.
+
+    loss "do": the gradients of o for the upstream gradient do; loss "sum": of o.sum() (autograd then
+    hands backward an expanded, stride-0 gradient of ones). Returns o, dq, dk, dv; `saved`, the shape
+    and dtype of each tensor saved for backward; `rows`, the saved tensors of shape q.shape[:-1]; and
+    the Triton kernels launched and torch attention ops run in the forward and in the backward.
+    """
+    from kernels.launches import record_launches
+
+    apply = function.apply
+    leaves = [t.requires_grad_() for t in _on(device, q, k, v)]
+    saved, rows = [], []
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        saved.append({"shape": list(tensor.shape), "dtype": tensor.dtype})
+        if tuple(tensor.shape) == tuple(q.shape[:-1]):
+            rows.append(tensor.detach().to("cpu", copy=True))
+        return tensor
+
+    with record_launches() as forward, _AtenOps() as forward_ops:
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+            o = apply(*leaves, is_causal)
+    with record_launches() as backward, _AtenOps() as backward_ops:
+        if loss == "sum":
+            grads = torch.autograd.grad(o.sum(), leaves)
+        else:
+            grads = torch.autograd.grad(o, leaves, do.to(device))
+    o, dq, dk, dv = _cpu(o, *grads)
+    return {"o": o, "dq": dq, "dk": dk, "dv": dv, "saved": saved, "rows": rows,
+            "launches": {"forward": list(forward.names), "backward": list(backward.names)},
+            "torch_ops": {"forward": forward_ops.attention_ops(), "backward": backward_ops.attention_ops()}}
+
+
+def pytorch_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool, q_tile: int, k_tile: int,
+                    device: str) -> dict:
+    """(o, lse) of flash_forward_pytorch on `device`."""
+    from flash_attention.flash_pytorch import flash_forward_pytorch
+
+    o, lse = flash_forward_pytorch(*_on(device, q, k, v), is_causal, q_tile=q_tile, k_tile=k_tile)
+    o, lse = _cpu(o, lse)
+    return {"o": o, "lse": lse}
+
+
+def triton_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool, q_tile, k_tile,
+                   device: str) -> dict:
+    """(o, lse) of flash_forward_triton, the Triton kernels it launched and the torch attention ops it ran."""
+    from kernels.launches import record_launches
+
+    from flash_attention.flash_triton import flash_forward_triton
+
+    q, k, v = _on(device, q, k, v)
+    with record_launches() as launches, _AtenOps() as ops:
+        o, lse = flash_forward_triton(q, k, v, is_causal=is_causal, q_tile=q_tile, k_tile=k_tile)
+    o, lse = _cpu(o, lse)
+    return {"o": o, "lse": lse, "launches": list(launches.names), "torch_ops": ops.attention_ops()}
+
+
+def triton_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor,
+                    do: torch.Tensor, is_causal: bool, q_tile, k_tile, device: str) -> dict:
+    """(dq, dk, dv) of flash_backward_triton, the Triton kernels it launched and the torch attention ops."""
+    from kernels.launches import record_launches
+
+    from flash_attention.flash_triton import flash_backward_triton
+
+    inputs = _on(device, q, k, v, o, lse, do)
+    with record_launches() as launches, _AtenOps() as ops:
+        grads = flash_backward_triton(*inputs, is_causal=is_causal, q_tile=q_tile, k_tile=k_tile)
+    dq, dk, dv = _cpu(*grads)
+    return {"dq": dq, "dk": dk, "dv": dv, "launches": list(launches.names), "torch_ops": ops.attention_ops()}
+
+
+def pytorch_matmul_flops(seed: int, n: int, head_dim: int, q_tile: int, k_tile: int) -> dict:
+    """Matmul FLOPs of flash_forward_pytorch and of flash_backward_pytorch, causal and not (one head, n x n).
+
+    Returns {"forward": {"full": int, "causal": int}, "backward": {...}}; the backward gets the
+    forward's own o and lse (computed outside the count) and the same tiles.
+    """
+    from flash_attention.flash_pytorch import flash_backward_pytorch, flash_forward_pytorch
+
+    q, k, v, do = seeded_randn(seed, [(1, n, head_dim)] * 4, "cpu")
+    flops = {"forward": {}, "backward": {}}
+    for mode, is_causal in (("full", False), ("causal", True)):
+        with _one_thread(), _AtenOps() as forward:
+            o, lse = flash_forward_pytorch(q, k, v, is_causal, q_tile=q_tile, k_tile=k_tile)
+        with _one_thread(), _AtenOps() as backward:
+            flash_backward_pytorch(q, k, v, o, lse, do, is_causal, q_tile=q_tile, k_tile=k_tile)
+        flops["forward"][mode], flops["backward"][mode] = forward.matmul_flops, backward.matmul_flops
+    return flops
+
+
+def pytorch_forward_memory(seed: int, n_queries: int, n_keys: int, head_dim: int, is_causal: bool, q_tile: int,
+                           k_tile: int) -> dict:
+    """Largest tensor and peak live bytes created by flash_forward_pytorch (one head), measured on CPU."""
+    from kernels.memory import MemoryTracker
+
+    from flash_attention.flash_pytorch import flash_forward_pytorch
+
+    q, k, v = seeded_randn(seed, [(1, n_queries, head_dim), (1, n_keys, head_dim), (1, n_keys, head_dim)], "cpu")
+    with _one_thread(), MemoryTracker("cpu") as mem:
+        flash_forward_pytorch(q, k, v, is_causal, q_tile=q_tile, k_tile=k_tile)
+    return {"largest_numel": mem.largest_numel, "peak_bytes": mem.peak_bytes}
+
+
+def pytorch_autograd_memory(seed: int, n: int, head_dim: int, is_causal: bool) -> dict:
+    """Largest tensor and peak live bytes created by the backward autograd runs through
+    FlashAttentionPytorch.apply (one head, n x n, default tiles), measured on CPU. (The forward is
+    flash_forward_pytorch's, which pytorch_forward_memory measures at cheaper tiles.)"""
+    from kernels.memory import MemoryTracker
+
+    from flash_attention.flash_pytorch import FlashAttentionPytorch
+
+    q, k, v, do = seeded_randn(seed, [(1, n, head_dim)] * 4, "cpu")
+    leaves = [t.requires_grad_() for t in (q, k, v)]
+    o = FlashAttentionPytorch.apply(*leaves, is_causal)
+    with _one_thread(), MemoryTracker("cpu") as mem:
+        torch.autograd.grad(o, leaves, do)
+    return {"largest_numel": mem.largest_numel, "peak_bytes": mem.peak_bytes}
+
+
+# ---- Timed on the trusted side (GPU) ------------------------------------------------------------------
+
+
+def timed_triton(seed: int, lead: list, n: int, head_dim: int, dtype: torch.dtype, is_causal: bool,
+                 backward: bool, iterations: int, check: int, head: int, rows: list, device: str) -> dict:
+    """Run the student's Triton attention `iterations` times on fresh inputs; return one iteration's output.
+
+    Iteration i draws q, k, v, do from seed + i with `_randn` on `device` (so the grader can draw the
+    same ones) and runs flash_forward_triton (backward=False) or FlashAttentionTriton.apply and the
+    gradients for do (backward=True). The grader times this whole call with its own clock; the device
+    is synchronised before returning. For iteration `check` it returns the given `rows` of head `head`
+    (of the flattened leading dims) of o, or of dq, dk and dv.
+    """
+    from flash_attention.flash_triton import FlashAttentionTriton, flash_forward_triton
+
+    shape = (*lead, n, head_dim)
+    kept = {}
+    for i in range(iterations):
+        q, k, v, do = seeded_randn(seed + i, [shape] * 4, device, dtype)
+        if backward:
+            leaves = [t.requires_grad_() for t in (q, k, v)]
+            grads = torch.autograd.grad(FlashAttentionTriton.apply(*leaves, is_causal), leaves, do)
+            outputs = dict(zip(("dq", "dk", "dv"), grads))
+        else:
+            outputs = {"o": flash_forward_triton(q, k, v, is_causal)[0]}
+        if i == check:
+            kept = outputs
+    if device == "cuda":
+        torch.cuda.synchronize()
+    picked = [t.detach().reshape(-1, n, head_dim)[head, rows] for t in kept.values()]
+    return dict(zip(kept, _cpu(*picked)))

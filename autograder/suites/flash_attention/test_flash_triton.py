@@ -1,0 +1,225 @@
+"""Hidden: flash_triton.py in float32 at tiny random shapes (the interpreter on a CPU), and on a GPU in bf16
+and fp16 and for speed.
+
+Every correctness scenario also reports the Triton kernels it launched (kernels.launches) and the torch
+ops that do attention's arithmetic it ran (matmuls, softmax, sdpa: a dispatch mode records them), so a
+right answer counts only when a Triton kernel computed it.
+
+Speed is measured here, never in the worker: the grader's clock times a whole call that runs the
+student's function on `ITERATIONS` fresh inputs (drawn from seeds both sides can reproduce) and
+synchronises the device; the same loop with the baseline runs in this process on the same GPU; the
+two alternate five times and the median ratio counts. The call returns one iteration's output (the
+grader picks which) so that a fast wrong answer fails.
+"""
+
+import math
+
+import pytest
+import torch
+
+from autograder.suites.flash_attention import scenarios
+from kernels.device import default_device
+
+pytestmark = [pytest.mark.visibility("hidden"), pytest.mark.triton]
+
+TRITON = "flash_attention.flash_triton"
+DEVICE = str(default_device())
+TINY = dict(lengths=(1, 48), head_dims=(16, 24, 32), lead_sizes=(1, 2))
+
+
+def assert_triton_did_it(what: str, launches: list, torch_ops: list) -> None:
+    assert launches, f"{what}: no Triton kernel was launched (kernels.launches saw none)"
+    assert not torch_ops, f"{what}: torch ran attention arithmetic ({', '.join(torch_ops)}); it must be Triton's"
+
+
+@pytest.mark.points(4)
+@pytest.mark.task("flash_triton.flash_forward_triton")
+def test_triton_forward_matches_float64_at_random_shapes(student, trusted, rng):
+    """flash_forward_triton's o and lse in float32 match float64 attention within 1e-4 at two tiny random
+    cases (leading dims of rank 1 to 3, lengths 1 to 48, d 16, 24 or 32, tiles 16 or 32), computed by a
+    launched Triton kernel with no torch matmul or softmax."""
+    for _ in range(2):
+        case = trusted.draw(rng, **TINY, tiles=(16, 32))
+        x = case.inputs(rng.randrange(2**31))
+        got = student.run(scenarios.triton_forward, q=x["q"], k=x["k"], v=x["v"], is_causal=case.is_causal,
+                          q_tile=case.q_tile, k_tile=case.k_tile, device=DEVICE)
+        expected_o, expected_lse = trusted.attention64(x["q"], x["k"], x["v"], case.is_causal)
+        trusted.assert_close(f"o ({case})", got["o"], expected_o, torch.float32, trusted.fp32)
+        trusted.assert_close(f"lse ({case})", got["lse"], expected_lse, torch.float32, trusted.fp32)
+        assert_triton_did_it(f"flash_forward_triton ({case})", got["launches"], got["torch_ops"])
+
+
+@pytest.mark.points(4)
+@pytest.mark.task("flash_triton.flash_backward_triton")
+def test_triton_backward_matches_float64_autograd_at_random_shapes(student, trusted, rng):
+    """flash_backward_triton's dq, dk, dv in float32, given float64-exact o and lse, match float64 autograd
+    within 1e-4 at two tiny random cases, computed by launched Triton kernels with no torch matmul."""
+    for _ in range(2):
+        case = trusted.draw(rng, **TINY, tiles=(16, 32))
+        x = case.inputs(rng.randrange(2**31))
+        o, lse = trusted.attention64(x["q"], x["k"], x["v"], case.is_causal)
+        got = student.run(scenarios.triton_backward, q=x["q"], k=x["k"], v=x["v"], o=o.float(), lse=lse.float(),
+                          do=x["do"], is_causal=case.is_causal, q_tile=case.q_tile, k_tile=case.k_tile,
+                          device=DEVICE)
+        for name, want in zip(("dq", "dk", "dv"), trusted.gradients64(x["q"], x["k"], x["v"], x["do"],
+                                                                      case.is_causal)):
+            trusted.assert_close(f"{name} ({case})", got[name], want, torch.float32, trusted.fp32)
+        assert_triton_did_it(f"flash_backward_triton ({case})", got["launches"], got["torch_ops"])
+
+
+@pytest.mark.points(3)
+@pytest.mark.task("flash_triton.FlashAttentionTriton")
+def test_triton_autograd_function_matches_float64_at_a_random_shape(student, trusted, rng):
+    """FlashAttentionTriton.apply (default tiles) and the gradients autograd gets through it match float64
+    at a tiny random case; its forward and its backward each launch Triton kernels and run no torch
+    matmul or softmax."""
+    case = trusted.draw(rng, **TINY)
+    x = case.inputs(rng.randrange(2**31))
+    got = student.run(scenarios.triton_autograd, **x, is_causal=case.is_causal, device=DEVICE, loss="do")
+    expected_o, _ = trusted.attention64(x["q"], x["k"], x["v"], case.is_causal)
+    trusted.assert_close(f"o ({case})", got["o"], expected_o, torch.float32, trusted.fp32)
+    for name, want in zip(("dq", "dk", "dv"), trusted.gradients64(x["q"], x["k"], x["v"], x["do"], case.is_causal)):
+        trusted.assert_close(f"{name} ({case})", got[name], want, torch.float32, trusted.fp32)
+    for part in ("forward", "backward"):
+        assert_triton_did_it(f"FlashAttentionTriton's {part} ({case})", got["launches"][part], got["torch_ops"][part])
+
+
+@pytest.mark.points(2)
+@pytest.mark.visibility("after_due_date")
+@pytest.mark.task("flash_triton.FlashAttentionTriton")
+def test_triton_autograd_function_takes_an_expanded_gradient(student, trusted, rng):
+    """The gradients of FlashAttentionTriton.apply(...).sum() match float64 at a tiny random case: autograd
+    hands backward an expanded, stride-0 gradient of ones, which the kernels must read correctly."""
+    case = trusted.draw(rng, **TINY)
+    x = case.inputs(rng.randrange(2**31))
+    got = student.run(scenarios.triton_autograd, **x, is_causal=case.is_causal, device=DEVICE, loss="sum")
+    ones = torch.ones_like(x["do"])
+    for name, want in zip(("dq", "dk", "dv"), trusted.gradients64(x["q"], x["k"], x["v"], ones, case.is_causal)):
+        trusted.assert_close(f"{name} of o.sum() ({case})", got[name], want, torch.float32, trusted.fp32)
+
+
+# ---- On a GPU only: half precision and speed --------------------------------------------------------
+# (tests/autograder/test_suites_flash_attention.py runs this code on the CPU at tiny sizes, GPU = "cpu".)
+
+GPU = "cuda"
+HALF = [torch.bfloat16, torch.float16]
+GPU_CASE = dict(lengths=(64, 333), head_dims=(32, 64, 80, 128))
+
+
+@pytest.mark.gpu
+@pytest.mark.points(2)
+@pytest.mark.task("flash_triton.flash_forward_triton")
+@pytest.mark.parametrize("dtype", HALF, ids=["bf16", "fp16"])
+def test_triton_forward_half_precision_on_gpu(student, trusted, rng, dtype):
+    """On a GPU, flash_forward_triton in bf16/fp16 (default tiles) at a random case returns o in that dtype and
+    float32 lse, close to float64 attention of the same inputs."""
+    case = trusted.draw(rng, **GPU_CASE)
+    x = case.inputs(rng.randrange(2**31), dtype)
+    got = student.run(scenarios.triton_forward, q=x["q"], k=x["k"], v=x["v"], is_causal=case.is_causal, q_tile=None,
+                      k_tile=None, device=GPU)
+    expected_o, expected_lse = trusted.attention64(x["q"], x["k"], x["v"], case.is_causal)
+    trusted.assert_close(f"o ({case})", got["o"], expected_o, dtype, trusted.half[dtype])
+    trusted.assert_close(f"lse ({case})", got["lse"], expected_lse, torch.float32, trusted.half[dtype])
+    assert got["launches"], f"flash_forward_triton ({case}) launched no Triton kernel"
+
+
+@pytest.mark.gpu
+@pytest.mark.points(2)
+@pytest.mark.task("flash_triton.FlashAttentionTriton")
+@pytest.mark.parametrize("dtype", HALF, ids=["bf16", "fp16"])
+def test_triton_gradients_half_precision_on_gpu(student, trusted, rng, dtype):
+    """On a GPU, FlashAttentionTriton's o and gradients in bf16/fp16 at a random case are in that dtype and
+    close to float64 autograd of the same inputs."""
+    case = trusted.draw(rng, **GPU_CASE)
+    x = case.inputs(rng.randrange(2**31), dtype)
+    got = student.run(scenarios.triton_autograd, **x, is_causal=case.is_causal, device=GPU, loss="do")
+    expected_o, _ = trusted.attention64(x["q"], x["k"], x["v"], case.is_causal)
+    trusted.assert_close(f"o ({case})", got["o"], expected_o, dtype, trusted.half[dtype])
+    for name, want in zip(("dq", "dk", "dv"), trusted.gradients64(x["q"], x["k"], x["v"], x["do"], case.is_causal)):
+        trusted.assert_close(f"{name} ({case})", got[name], want, dtype, trusted.half[dtype])
+
+
+# Speed: CS336's benchmark shape at N = 4096 (batch 1, 16 heads, d 64, bf16, causal).
+SPEED = dict(lead=[1, 16], n=4096, head_dim=64, dtype=torch.bfloat16, is_causal=True)
+ITERATIONS = {False: 50, True: 20}  # calls per timed round: forward; forward + backward
+CHECKED_ROWS = 64
+
+
+def rows_attention64(q, k, v, rows: list, is_causal: bool) -> torch.Tensor:
+    """float64 attention output of the given query rows of one head (q, k, v of shape (n, d))."""
+    scores = q[rows].double() @ k.double().T / math.sqrt(q.shape[-1])
+    if is_causal:
+        scores = scores.masked_fill(torch.arange(k.shape[0])[None, :] > torch.tensor(rows)[:, None], float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v.double()
+
+
+def checked_inputs(draw: dict) -> list[torch.Tensor]:
+    """The checked iteration's q, k, v, do for the checked head, on the CPU (as the worker drew them)."""
+    shape = (*SPEED["lead"], SPEED["n"], SPEED["head_dim"])
+    tensors = scenarios.seeded_randn(draw["seed"] + draw["check"], [shape] * 4, GPU, SPEED["dtype"])
+    return [t.reshape(-1, SPEED["n"], SPEED["head_dim"])[draw["head"]].cpu() for t in tensors]
+
+
+def timed_ratio(student, trusted, rng, backward: bool, baseline) -> tuple[float, list]:
+    """The median ratio of the student's time to `baseline`'s over 5 alternations, after checking the
+    student's output of a random iteration (random head, random rows) against float64.
+
+    One untimed call first compiles and autotunes the student's kernels at the timed shape, and one
+    untimed baseline iteration warms the baseline.
+    """
+    iterations, shape = ITERATIONS[backward], (*SPEED["lead"], SPEED["n"], SPEED["head_dim"])
+    heads = math.prod(SPEED["lead"])
+    draw = dict(seed=rng.randrange(2**30), check=rng.randrange(iterations), head=rng.randrange(heads),
+                rows=sorted(rng.sample(range(SPEED["n"]), CHECKED_ROWS)))
+    call = dict(**SPEED, **draw, backward=backward, device=GPU)
+    student.run(scenarios.timed_triton, **{**call, "check": 0, "iterations": 1})
+    trusted.loop(baseline, draw["seed"], shape, SPEED["dtype"], 1, GPU)
+    outputs = []
+
+    def student_seconds() -> float:
+        elapsed, result = trusted.seconds(lambda: student.run(scenarios.timed_triton, **call, iterations=iterations))
+        outputs.append(result)
+        return elapsed
+
+    ratio, ratios = trusted.median_ratio(
+        student_seconds, lambda: trusted.loop(baseline, draw["seed"], shape, SPEED["dtype"], iterations, GPU))
+    q, k, v, do = checked_inputs(draw)
+    if backward:
+        expected = dict(zip(("dq", "dk", "dv"), (g[draw["rows"]] for g in trusted.gradients64(q, k, v, do, True))))
+    else:
+        expected = {"o": rows_attention64(q, k, v, draw["rows"], SPEED["is_causal"])}
+    for name, want in expected.items():
+        trusted.assert_close(f"{name} of the timed call (head {draw['head']}, iteration {draw['check']})",
+                             outputs[-1].get(name), want, SPEED["dtype"], trusted.half[SPEED["dtype"]])
+    return ratio, ratios
+
+
+@pytest.mark.gpu
+@pytest.mark.points(3)
+@pytest.mark.task("flash_triton.flash_forward_triton")
+def test_triton_forward_is_several_times_faster_than_naive_attention_on_gpu(student, trusted, rng):
+    """On a GPU, flash_forward_triton (bf16, batch 1, 16 heads, N 4096, d 64, causal) runs at least 3 times
+    as fast as naive attention (scores, mask, softmax, product, in bf16) run in the grader on the same
+    inputs: the grader's clock around 50 calls, median of 5 alternations; a random call's output is right."""
+    ratio, ratios = timed_ratio(student, trusted, rng, False, lambda q, k, v, do: trusted.naive(q, k, v, True))
+    assert ratio <= 1 / 3, (f"flash_forward_triton took {ratio:.2f}x the naive attention's time (median of "
+                            f"{[round(r, 3) for r in ratios]}); it must take at most 1/3 of it")
+
+
+@pytest.mark.gpu
+@pytest.mark.points(3)
+@pytest.mark.visibility("after_due_date")
+@pytest.mark.task("flash_triton.FlashAttentionTriton")
+def test_triton_forward_backward_keeps_up_with_the_reference_on_gpu(student, trusted, reference, rng):
+    """On a GPU, forward + backward through FlashAttentionTriton (bf16, batch 1, 16 heads, N 4096, d 64,
+    causal) takes at most 2 times as long as the reference solution's, both timed in the grader on the
+    same inputs (20 steps a round, median of 5 alternations); a random step's gradients are right."""
+    function = reference.module("flash_attention.flash_triton").FlashAttentionTriton
+
+    def reference_step(q, k, v, do):
+        leaves = [t.requires_grad_() for t in (q, k, v)]
+        torch.autograd.grad(function.apply(*leaves, True), leaves, do)
+
+    ratio, ratios = timed_ratio(student, trusted, rng, True, reference_step)
+    assert ratio <= 2, (f"forward + backward took {ratio:.2f}x the reference's time (median of "
+                        f"{[round(r, 3) for r in ratios]}); the limit is 2x")
