@@ -95,8 +95,12 @@ def run_batch(directory: Path, out: Path, workers: int = 1, grade_fn: GradeFn | 
                          "per submission")
     if workers < 1:
         raise BatchError(f"workers must be at least 1, got {workers}")
-    if grade_fn is None:
-        from autograder.grade import grade as grade_fn
+    pool = None
+    if grade_fn is None:  # warm grading servers, one per worker thread
+        from autograder.grade import ServerPool
+
+        pool = ServerPool()
+        grade_fn = pool.grade
     console = console or Console()
     entries, ignored = submission_entries(directory)
     if ignored:
@@ -106,8 +110,12 @@ def run_batch(directory: Path, out: Path, workers: int = 1, grade_fn: GradeFn | 
         todo = {name: path for name, path in entries.items() if not book.is_current(name, digests[name])}
         console.print(Text(f"{len(entries)} submissions in {directory}: {len(todo)} to grade, "
                            f"{len(entries) - len(todo)} already graded"))
-        if todo:
-            _grade_all(todo, digests, out, workers, grade_fn, book, console)
+        try:
+            if todo:
+                _grade_all(todo, digests, out, workers, grade_fn, book, console)
+        finally:
+            if pool is not None:
+                pool.close()
         book.export_csv(out / "grades.csv")
         return book.rows()
 

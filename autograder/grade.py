@@ -1,16 +1,19 @@
-"""Grade one submission: run the trusted runner in a fresh process and return its GradeReport.
+"""Grade submissions: run the trusted runner in a fresh process and return its GradeReport.
 
-A fresh interpreter per submission keeps pytest's state and the reference's imports from leaking
-between submissions, and lets a batch grade several at once. If the runner itself fails (a bug of
-the grader, or the overall time limit), the report says so and has no tests, so a batch records the
-submission as an error and grades it again on the next run.
+`grade` runs one submission in a runner of its own. A batch uses `ServerPool`: one long-lived runner
+(`python -m autograder.runner --serve`) per worker thread, which keeps torch, the reference and the
+test modules imported and forks a clean child per submission. Either way, if the runner fails (a
+bug of the grader, or the overall time limit), the report says so and has no tests, so a batch
+records the submission as an error and grades it again on the next run.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -21,34 +24,100 @@ ROOT = Path(__file__).resolve().parents[1]
 OVERALL_LIMIT = 3600.0
 
 
-def grade(submission: Path, out: Path | None = None, assignment: str | None = None, *,
-          call_timeout: float = 60.0, sandbox: str = "auto", select: str | None = None,
-          seed: int | None = None) -> GradeReport:
-    started = time.monotonic()
-    submission = Path(submission).resolve()
-    with tempfile.TemporaryDirectory(prefix="llmsys-report-") as tmp:
-        target = Path(tmp) / "report.json"
-        command = [sys.executable, "-m", "autograder.runner", str(submission), "--report", str(target),
-                   "--timeout", str(call_timeout), "--sandbox", sandbox]
-        if assignment:
-            command += ["--assignment", assignment]
-        if select:
-            command += ["--select", select]
-        if seed is not None:
-            command += ["--seed", str(seed)]
-        try:
-            done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=OVERALL_LIMIT)
-            failure = "" if target.exists() else f"exit code {done.returncode}: {done.stderr[-3000:]}"
-        except subprocess.TimeoutExpired:
-            failure = f"grading took longer than {OVERALL_LIMIT:g} s"
-        if failure:
-            report = GradeReport(submission=submission_name(submission),
-                                 log=[f"the grader failed on this submission ({failure})"])
-        else:
-            report = GradeReport.from_json(target.read_text())
+def _options(call_timeout: float, sandbox: str) -> list[str]:
+    return ["--timeout", str(call_timeout), "--sandbox", sandbox]
+
+
+def _job(submission: Path, report: Path, assignment: str | None, select: str | None, seed: int | None) -> dict:
+    return {"submission": str(submission), "report": str(report),
+            "assignments": [assignment] if assignment else None, "select": select, "seed": seed}
+
+
+def _result(submission: Path, target: Path, failure: str, started: float, out: Path | None) -> GradeReport:
+    if target.exists() and not failure:
+        report = GradeReport.from_json(target.read_text())
+    else:
+        report = GradeReport(submission=submission_name(submission),
+                             log=[f"the grader failed on this submission ({failure or 'no report written'})"])
     report.execution_time = time.monotonic() - started
     if out is not None:
         from autograder.report import write_all
 
         write_all(report, Path(out))
     return report
+
+
+def grade(submission: Path, out: Path | None = None, assignment: str | None = None, *,
+          call_timeout: float = 60.0, sandbox: str = "auto", select: str | None = None,
+          seed: int | None = None) -> GradeReport:
+    """Grade one submission in a runner process of its own."""
+    started = time.monotonic()
+    submission = Path(submission).resolve()
+    with tempfile.TemporaryDirectory(prefix="llmsys-report-") as tmp:
+        target = Path(tmp) / "report.json"
+        job = _job(submission, target, assignment, select, seed)
+        command = [sys.executable, "-m", "autograder.runner", job["submission"], "--report", job["report"],
+                   *_options(call_timeout, sandbox)]
+        command += ["--assignment", assignment] if assignment else []
+        command += ["--select", select] if select else []
+        command += ["--seed", str(seed)] if seed is not None else []
+        try:
+            done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=OVERALL_LIMIT)
+            failure = "" if target.exists() else f"exit code {done.returncode}: {done.stderr[-3000:]}"
+        except subprocess.TimeoutExpired:
+            failure = f"grading took longer than {OVERALL_LIMIT:g} s"
+        return _result(submission, target, failure, started, out)
+
+
+class GradingServer:
+    """One `runner --serve` process: submissions go in one at a time, reports come out."""
+
+    def __init__(self, call_timeout: float = 60.0, sandbox: str = "auto") -> None:
+        self.options = _options(call_timeout, sandbox)
+        self.proc: subprocess.Popen | None = None
+        self.tmp = tempfile.TemporaryDirectory(prefix="llmsys-reports-")
+        self.count = 0
+
+    def grade(self, submission: Path, assignment: str | None = None, select: str | None = None,
+              seed: int | None = None) -> GradeReport:
+        started = time.monotonic()
+        submission = Path(submission).resolve()
+        if self.proc is None or self.proc.poll() is not None:
+            self.proc = subprocess.Popen([sys.executable, "-m", "autograder.runner", "--serve", *self.options],
+                                         cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.count += 1
+        target = Path(self.tmp.name) / f"report-{self.count}.json"
+        try:
+            self.proc.stdin.write(json.dumps(_job(submission, target, assignment, select, seed)) + "\n")
+            self.proc.stdin.flush()
+            reply = json.loads(self.proc.stdout.readline() or "{}")
+            failure = "" if reply.get("status") == 0 else f"the runner answered {reply or 'nothing'}"
+        except (OSError, ValueError) as exc:
+            failure = f"the grading server failed: {exc}"
+        return _result(submission, target, failure, started, None)
+
+    def close(self) -> None:
+        if self.proc is not None:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=120)
+        self.tmp.cleanup()
+
+
+class ServerPool:
+    """One GradingServer per calling thread (a batch's worker threads), closed together."""
+
+    def __init__(self, call_timeout: float = 60.0, sandbox: str = "auto", select: str | None = None) -> None:
+        self.options, self.select = {"call_timeout": call_timeout, "sandbox": sandbox}, select
+        self.local, self.servers, self.lock = threading.local(), [], threading.Lock()
+
+    def grade(self, submission: Path) -> GradeReport:
+        server = getattr(self.local, "server", None)
+        if server is None:
+            server = self.local.server = GradingServer(**self.options)
+            with self.lock:
+                self.servers.append(server)
+        return server.grade(submission, select=self.select)
+
+    def close(self) -> None:
+        for server in self.servers:
+            server.close()

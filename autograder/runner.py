@@ -1,19 +1,29 @@
-"""The trusted grading run of one submission: tests here, student code in a sandboxed worker.
+"""The trusted grading run of a submission: tests here, student code in a sandboxed worker.
 
     python -m autograder.runner SUBMISSION --report PATH [--assignment NAME] [--timeout S]
+    python -m autograder.runner --serve [--timeout S]      # one JSON job per line on stdin
 
-Steps, each a function below: open the submission into a clean copy; scan it for forbidden APIs;
-build the worker library; run the public tests and the hidden suites with pytest in this process,
-with the `student` fixture answered by the worker; write the GradeReport as JSON. This process holds
-the reference solutions (on sys.path, for the `reference` fixture) and never imports student code.
-`autograder.grade` runs it as a subprocess, so that every submission gets a fresh interpreter.
+Steps: a *slot* is made first (a stage folder, the worker library, and a worker already booting on
+an empty submission folder); then the submission is opened into that folder, scanned for forbidden
+APIs, and the public tests and hidden suites run with pytest in this process, the `student`
+fixture answered by the worker; the GradeReport is written as JSON. This process holds the
+reference solutions (on sys.path, for the `reference` fixture) and never imports student code.
+
+`--serve` grades many submissions without paying for interpreter start-up each time: it imports
+torch, the reference and the test modules once, then forks one child per submission, each from
+that clean, warm state (so nothing of one submission's grading reaches the next). The next child is
+forked, and its worker booted, while the current one grades. Every submission still gets its own
+sandbox and its own worker, never shared.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -33,6 +43,7 @@ from kernels.device import has_cuda
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = ROOT / "solutions"
+JOB_LIMIT = 3600.0
 
 
 def known_assignments() -> list[str]:
@@ -84,50 +95,169 @@ def scan(submission, assignments: list[str]) -> list:
     return found
 
 
-def run(source: Path, assignments: list[str] | None, timeout: float, sandbox: str, stage: Path,
-        select: str | None = None, seed: int | None = None) -> GradeReport:
-    started = time.monotonic()
+def protections_for(timeout: float, sandbox: str) -> tuple[policy.Protections, bool]:
     gpu = has_cuda()
     limits = policy.Limits(call_timeout=timeout, address_space=None if gpu else policy.Limits.address_space)
-    protections = policy.detect(sandbox, limits)
-    submission = open_submission(source, stage, known_assignments())
-    chosen = assignments or submission.packages or known_assignments()
+    return policy.detect(sandbox, limits), gpu
+
+
+class Slot:
+    """A stage folder with the worker library, and a worker booting on its (still empty) submission folder.
+
+    The worker sees the submission folder through a bind mount, so the files copied in later appear
+    inside; it imports nothing of the submission before its first call.
+    """
+
+    def __init__(self, protections: policy.Protections, gpu: bool) -> None:
+        self.stage = Path(tempfile.mkdtemp(prefix="llmsys-grade-"))
+        self.stage.chmod(0o755)
+        lib = staging.build_lib(self.stage / "lib", known_assignments())
+        (self.stage / "submission").mkdir(mode=0o755)
+        self.worker = Worker(lib, self.stage / "submission", self.stage / "scratch", protections, gpu)
+        self.worker.prestart()
+
+    def close(self) -> None:
+        self.worker.stop()
+        shutil.rmtree(self.stage, ignore_errors=True)
+
+
+@dataclass
+class Job:
+    submission: str
+    report: str
+    assignments: list[str] | None = None
+    select: str | None = None
+    seed: int | None = None
+
+
+def run(job: Job, slot: Slot, protections: policy.Protections, timeout: float) -> GradeReport:
+    started = time.monotonic()
+    submission = open_submission(Path(job.submission), slot.stage, known_assignments())
+    chosen = job.assignments or submission.packages or known_assignments()
     violations = scan(submission, chosen)
-    lib = staging.build_lib(stage / "lib", chosen)
-    worker = Worker(lib, submission.root, stage / "scratch", protections, gpu)
-    worker.prestart()  # boots while pytest collects the tests
-    grader = GraderPlugin(RemoteStudent(worker, timeout), violations)
+    grader = GraderPlugin(RemoteStudent(slot.worker, timeout), violations)
     impl.activate(SOLUTIONS)
     args = ["-q", "--no-header", "--tb=short", "-p", "no:cacheprovider", f"--rootdir={ROOT}"]
-    args += ["-k", select] if select else []
-    args += ["--seed", str(seed)] if seed is not None else []
+    args += ["-k", job.select] if job.select else []
+    args += ["--seed", str(job.seed)] if job.seed is not None else []
     try:
         code = pytest.main(args + [p for a in chosen for p in test_paths(a)], plugins=[grader])
     finally:
-        worker.stop()
+        slot.worker.stop()
     report = grader.report or GradeReport(submission="")
     report.submission = submission.name
     report.log = (protections.lines() + [f"assignments graded: {', '.join(chosen)}"]
                   + submission.problems + [f"static check: {v.message}" for v in violations]
-                  + report.log + [f"worker started {worker.starts} time(s); pytest exit code {int(code)}"])
+                  + report.log + [f"worker started {slot.worker.starts} time(s); pytest exit code {int(code)}"])
     report.execution_time = time.monotonic() - started
     return report
 
 
+def grade_one(job: Job, timeout: float, sandbox: str) -> None:
+    protections, gpu = protections_for(timeout, sandbox)
+    slot = Slot(protections, gpu)
+    try:
+        Path(job.report).write_text(run(job, slot, protections, timeout).to_json())
+    finally:
+        slot.close()
+
+
+def warm(assignments: list[str]) -> None:
+    """Import now what every grading needs: the reference, the test modules (assertion-rewritten by a
+    collect-only pytest session) and torch's dispatch machinery (which imports torch._dynamo)."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    impl.activate(SOLUTIONS)
+    for name in assignments:
+        for path in sorted((SOLUTIONS / name).glob("*.py")):
+            importlib.import_module(f"{name}.{path.stem}" if path.stem != "__init__" else name)
+    with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+        pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", f"--rootdir={ROOT}", "--impl", str(SOLUTIONS)]
+                    + [p for a in assignments for p in test_paths(a)])
+    class Passthrough(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    with Passthrough():
+        torch.ones(1) + 1
+
+
+class Ready:
+    """A forked child holding a slot, waiting for its job on a pipe."""
+
+    def __init__(self, timeout: float, sandbox: str) -> None:
+        read, self.write = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:
+            os.close(self.write)
+            self._child(read, timeout, sandbox)
+        os.close(read)
+
+    def _child(self, read: int, timeout: float, sandbox: str) -> None:
+        code = 1
+        try:
+            protections, gpu = protections_for(timeout, sandbox)
+            slot = Slot(protections, gpu)
+            with os.fdopen(read, "rb") as pipe:
+                text = pipe.read()
+            if text:
+                job = Job(**json.loads(text))
+                with open(Path(job.report).with_suffix(".log"), "w") as log:
+                    os.dup2(log.fileno(), 1)
+                    os.dup2(log.fileno(), 2)
+                Path(job.report).write_text(run(job, slot, protections, timeout).to_json())
+            slot.close()
+            code = 0
+        finally:
+            os._exit(code)
+
+    def start(self, job: Job) -> None:
+        with os.fdopen(self.write, "wb") as pipe:
+            pipe.write(json.dumps(job.__dict__).encode())
+
+    def wait(self, limit: float) -> int:
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                return os.waitstatus_to_exitcode(status)
+            time.sleep(0.05)
+        os.kill(self.pid, 9)
+        return os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+
+
+def serve(timeout: float, sandbox: str) -> None:
+    """Grade one job per line of stdin (Job fields as JSON); answer one line per job on stdout."""
+    warm(known_assignments())
+    ready = Ready(timeout, sandbox)
+    for line in sys.stdin:
+        busy, job = ready, Job(**json.loads(line))
+        busy.start(job)
+        ready = Ready(timeout, sandbox)
+        status = busy.wait(JOB_LIMIT)
+        print(json.dumps({"report": job.report, "status": status}), flush=True)
+    os.close(ready.write)  # end of input: the waiting child reads nothing and cleans up
+    ready.wait(60)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Grade one submission (trusted side).")
-    parser.add_argument("submission", type=Path)
-    parser.add_argument("--report", type=Path, required=True)
+    parser = argparse.ArgumentParser(description="Grade submissions (the trusted side).")
+    parser.add_argument("submission", nargs="?")
+    parser.add_argument("--report")
+    parser.add_argument("--serve", action="store_true", help="grade one JSON job per line of stdin")
     parser.add_argument("--assignment", action="append")
     parser.add_argument("--timeout", type=float, default=policy.Limits.call_timeout)
     parser.add_argument("--sandbox", choices=policy.MODES, default="auto")
     parser.add_argument("--select", help="only the tests matching this pytest -k expression")
     parser.add_argument("--seed", type=int, help="the seed of the randomised tests (default: random)")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="llmsys-grade-") as tmp:
-        os.chmod(tmp, 0o755)
-        report = run(args.submission, args.assignment, args.timeout, args.sandbox, Path(tmp), args.select, args.seed)
-    args.report.write_text(report.to_json())
+    if args.serve:
+        serve(args.timeout, args.sandbox)
+    elif args.submission and args.report:
+        grade_one(Job(args.submission, args.report, args.assignment, args.select, args.seed), args.timeout, args.sandbox)
+    else:
+        parser.error("give SUBMISSION and --report, or --serve")
     return 0
 
 

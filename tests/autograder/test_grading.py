@@ -5,7 +5,6 @@ no cheat scores more than the bare stubs or leaves anything running. Everything 
 `autograder.batch.run_batch` and `autograder.grade.grade`, as an instructor's run would.
 """
 
-import functools
 import json
 import sqlite3
 from pathlib import Path
@@ -15,7 +14,7 @@ import pytest
 
 from autograder import cohort
 from autograder.batch import run_batch
-from autograder.grade import grade
+from autograder.grade import ServerPool, grade
 from autograder.results import GradeReport
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,9 +33,12 @@ def graded(tmp_path_factory):
     cohort.build(base / "full", None, full)
     cohort.build(base / "battery", [ASSIGNMENT], cohort.MISTAKES + cohort.CHEATS)
     out = base / "out"
-    run_batch(base / "full", out, workers=2, grade_fn=functools.partial(grade, call_timeout=60))
-    run_batch(base / "battery", out, workers=2,
-              grade_fn=functools.partial(grade, call_timeout=20, select="not hidden"))
+    run_batch(base / "full", out, workers=2)
+    battery = ServerPool(call_timeout=10, select="not hidden")
+    try:
+        run_batch(base / "battery", out, workers=2, grade_fn=battery.grade)
+    finally:
+        battery.close()
     return {p.parent.name: GradeReport.from_json(p.read_text()) for p in out.glob("*/report.json")} | {
         "_out": out}
 
