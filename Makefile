@@ -79,3 +79,21 @@ ifeq ($(SUBMISSION),)
 else
 	$(PYTHON) -m autograder grade $(SUBMISSION) --out $(GRADES)/$(notdir $(basename $(patsubst %/,%,$(SUBMISSION))))
 endif
+
+# Packaging: every channel, generated from solutions/, tests/ and autograder/suites/ into dist/
+# (README: "Delivering through each channel"). Each target empties and rewrites its own folder.
+DIST ?= dist
+
+.PHONY: release nbgrader gradescope classroom
+
+release: install
+	$(PYTHON) -m autograder.package.release $(DIST)/student
+
+nbgrader: install
+	$(PYTHON) -m autograder.package.nbgrader $(DIST)/nbgrader
+
+gradescope: install
+	$(PYTHON) -m autograder.package.gradescope $(DIST)/gradescope
+
+classroom: install
+	$(PYTHON) -m autograder.package.classroom $(DIST)/classroom

@@ -2,9 +2,10 @@
 
     python -m autograder grade SUBMISSION [--assignment NAME] [--out DIR] [--timeout S] [--select EXPR] [--seed N]
     python -m autograder batch DIR --out OUT [--workers N]
+    python -m autograder nbgrader COURSE_DIR ASSIGNMENT [--workers N] [--timeout S]
 
 Exit codes: 0 when grading completed, whatever the score; 1 when the grader itself failed on a
-submission (grade) or some submissions are recorded as errors (batch; rerun to retry them);
+submission (grade, nbgrader) or some submissions are recorded as errors (batch; rerun to retry them);
 2 for a usage error.
 """
 
@@ -14,6 +15,7 @@ import argparse
 from pathlib import Path
 
 from rich.console import Console
+from rich.table import Table
 from rich.text import Text
 
 from autograder.report.terminal import gradebook_table, print_report
@@ -37,7 +39,7 @@ def _positive(kind: type):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m autograder", description="The trusted autograder.")
-    verbs = parser.add_subparsers(dest="verb", required=True, metavar="{grade,batch}")
+    verbs = parser.add_subparsers(dest="verb", required=True, metavar="{grade,batch,nbgrader}")
     grade = verbs.add_parser("grade", help="grade one submission (a folder or a .zip)")
     grade.add_argument("submission", type=Path, help="the submission: a folder or a .zip")
     grade.add_argument("--assignment", metavar="NAME", help="grade only this assignment")
@@ -56,6 +58,14 @@ def build_parser() -> argparse.ArgumentParser:
     batch.add_argument("--workers", type=_positive(int), default=1, metavar="N",
                        help="submissions graded at once (default 1)")
     batch.set_defaults(command=batch_command, parser=batch)
+    course = verbs.add_parser("nbgrader", help="grade an nbgrader course's submitted notebooks into its gradebook")
+    course.add_argument("course", type=Path, help="the nbgrader course directory (with nbgrader_config.py)")
+    course.add_argument("assignment", help="the nbgrader assignment, e.g. resource_accounting")
+    course.add_argument("--workers", type=_positive(int), default=1, metavar="N",
+                        help="notebooks graded at once (default 1)")
+    course.add_argument("--timeout", type=_positive(float), default=DEFAULT_TIMEOUT, metavar="S",
+                        help=f"seconds allowed for each call into student code (default {DEFAULT_TIMEOUT:g})")
+    course.set_defaults(command=nbgrader_command, parser=course)
     return parser
 
 
@@ -91,6 +101,29 @@ def batch_command(args: argparse.Namespace) -> int:
     if errors:
         console.print(Text(f"{len(errors)} submission(s) not graded: {', '.join(errors)}; "
                            "run the batch again to retry them", style="bold red"))
+        return 1
+    return 0
+
+
+def nbgrader_command(args: argparse.Namespace) -> int:
+    if not (args.course / "nbgrader_config.py").is_file():
+        args.parser.error(f"{args.course} is not an nbgrader course directory (no nbgrader_config.py there)")
+    from autograder.package.nbgrader_scores import CourseError, grade_course
+
+    try:
+        results = grade_course(args.course, args.assignment, workers=args.workers, call_timeout=args.timeout)
+    except CourseError as exc:
+        args.parser.error(str(exc))
+    console = Console()
+    table = Table("student", "notebook", "trusted points", "flags")
+    for result in results:
+        table.add_row(Text(result.student), Text(result.notebook),
+                      f"{result.points:g} / {result.max_points:g}", str(len(result.flags)))
+    console.print(table)
+    console.print(Text(f"scores written to the gradebook of {args.course}; reports in {args.course / 'trusted'}"))
+    failed = [r.student for r in results if r.report is None or not r.report.tests]
+    if failed:
+        console.print(Text(f"grading did not complete for: {', '.join(failed)}", style="bold red"))
         return 1
     return 0
 

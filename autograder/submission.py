@@ -1,4 +1,4 @@
-"""Open a submission (a folder or a .zip) into a clean copy of its package layout.
+"""Open a submission (a folder, a .zip or a notebook) into a clean copy of its package layout.
 
     sub = open_submission(Path("alice.zip"), stage, ["resource_accounting", "flash_attention"])
     sub.root / "resource_accounting" / "flops.py"      # the copy; sub.problems says what went wrong
@@ -7,7 +7,9 @@ Nothing in the input is trusted, and bad input never raises: what cannot be used
 `problems` naming the file and what to do. The steps: list the entries (a folder walk that never
 follows a symlink, or the zip's directory) and refuse unsafe ones (symlinks, path traversal, special
 files); find the folder that holds the assignment packages; copy only those packages, checking the
-size limits while reading (a zip may lie about its sizes); flag .py files that are not text.
+size limits while reading (a zip may lie about its sizes); flag .py files that are not text. A
+notebook's entries are the modules its `%%writefile <package>/<module>.py` cells save (the mapping
+is autograder.package.notebook's), and cells that touch IPython's machinery become problems.
 
 Only the packages are copied: a top-level helper module next to them is not part of the contract,
 and a static check that follows imports within a package could not see into it. The copy is
@@ -78,7 +80,7 @@ def open_submission(source: Path, dest: Path, packages: list[str]) -> Submission
     root = _fresh(Path(dest) / "submission")
     sub = Submission(name=submission_name(source), root=root)
     try:
-        with _entries(source, sub.problems) as entries:
+        with _entries(source, packages, sub.problems) as entries:
             prefix, sub.packages = _locate(entries, packages, source, sub.problems)
             inside = [any(_is_under(e.path, prefix / p) for p in sub.packages) for e in entries]
             chosen = [e for e, keep in zip(entries, inside) if keep]
@@ -95,15 +97,22 @@ def open_submission(source: Path, dest: Path, packages: list[str]) -> Submission
 
 
 def _fresh(root: Path) -> Path:
-    """An empty, world-readable folder at `root` (what an earlier opening left there is removed)."""
-    shutil.rmtree(root, ignore_errors=True)
-    root.mkdir(parents=True)
+    """An empty, world-readable folder at `root` (what an earlier opening left there is removed).
+
+    The folder itself is kept, not recreated: a worker may already see it through a bind mount.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    for child in root.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
     root.chmod(0o755)
     return root
 
 
 @contextmanager
-def _entries(source: Path, problems: list[str]) -> Iterator[list[Entry]]:
+def _entries(source: Path, packages: list[str], problems: list[str]) -> Iterator[list[Entry]]:
     """The input's regular files, minus the unsafe and the skipped ones (each unsafe one noted)."""
     if source.is_dir():
         entries = _folder_entries(source, problems)
@@ -115,8 +124,8 @@ def _entries(source: Path, problems: list[str]) -> Iterator[list[Entry]]:
     if not source.exists():
         raise Refused(f"{source} does not exist: give the path of a submission folder or .zip")
     if source.suffix == ".ipynb":
-        raise Refused(f"{source.name} is a notebook, which cannot be graded yet: submit a folder or a .zip "
-                      "of the package folders")
+        yield _notebook_entries(source, packages, problems)
+        return
     if not zipfile.is_zipfile(source):
         raise Refused(f"{source.name} is not a zip archive, whatever its name: {REZIP}")
     if source.stat().st_size > MAX_TOTAL_BYTES:
@@ -130,6 +139,25 @@ def _entries(source: Path, problems: list[str]) -> Iterator[list[Entry]]:
         if not entries:
             raise Refused(f"{source.name} holds no files to grade: zip the assignment package folders")
         yield entries
+
+
+def _notebook_entries(source: Path, packages: list[str], problems: list[str]) -> list[Entry]:
+    """The package files a notebook's module cells save, as entries to copy like a folder's."""
+    if source.stat().st_size > MAX_TOTAL_BYTES:
+        raise Refused(f"{source.name} is larger than {MAX_TOTAL_BYTES >> 20} MB: clear the cells' outputs "
+                      "(Kernel > Restart & Clear Output) and submit it again")
+    from autograder.package.notebook import NotebookError, read_modules  # nbformat, for notebooks only
+
+    try:
+        files, notes = read_modules(source.read_bytes(), packages)
+    except NotebookError as exc:
+        raise Refused(f"{source.name} {exc}: submit the notebook file itself, saved by Jupyter") from None
+    problems.extend(notes)
+    if not files:
+        raise Refused(f"{source.name} has no module cells (code cells whose first line is "
+                      f"%%writefile {packages[0]}/<module>.py): submit the assignment's notebook with its "
+                      "module cells")
+    return [Entry(PurePosixPath(rel), len(data), partial(io.BytesIO, data)) for rel, data in sorted(files.items())]
 
 
 def _skipped(path: PurePosixPath) -> bool:

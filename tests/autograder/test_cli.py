@@ -19,20 +19,38 @@ from tests.autograder.test_gradebook import make_cohort, toy_grade
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def toy_pool(grade_fn):
+    """A stand-in for autograder.grade.ServerPool (what `batch` grades with) that calls grade_fn."""
+
+    class ToyPool:
+        def __init__(self, **options):
+            pass
+
+        def grade(self, submission):
+            return grade_fn(Path(submission))
+
+        def close(self):
+            pass
+
+    return ToyPool
+
+
 @pytest.fixture
 def fake_grade(monkeypatch):
-    """Replace the grade verb with the toy grader; record how it was called."""
+    """Replace both ways of grading (the grade verb, and batch's pool) with the toy grader; record
+    how the grade verb was called."""
     calls = []
 
-    def grade(submission, out=None, assignment=None, *, call_timeout=60.0):
+    def grade(submission, out=None, assignment=None, *, call_timeout=60.0, **options):
         calls.append({"submission": Path(submission), "out": out, "assignment": assignment,
-                      "call_timeout": call_timeout})
+                      "call_timeout": call_timeout, **options})
         report = toy_grade(Path(submission))
         if out is not None:
             write_all(report, Path(out))
         return report
 
     monkeypatch.setattr(autograder.grade, "grade", grade)
+    monkeypatch.setattr(autograder.grade, "ServerPool", toy_pool(toy_grade))
     return calls
 
 
@@ -101,10 +119,10 @@ def test_batch_prints_the_gradebook_and_exits_0(tmp_path, capsys, fake_grade):
 
 
 def test_batch_exits_1_while_a_submission_is_recorded_as_an_error(tmp_path, capsys, monkeypatch):
-    def broken(submission, **kwargs):
-        return GradeReport("x") if Path(submission).name == "bob" else toy_grade(Path(submission))
+    def broken(submission):
+        return GradeReport("x") if submission.name == "bob" else toy_grade(submission)
 
-    monkeypatch.setattr(autograder.grade, "grade", broken)
+    monkeypatch.setattr(autograder.grade, "ServerPool", toy_pool(broken))
     make_cohort(tmp_path / "c", {"alice": 2, "bob": 1})
     assert main(["batch", str(tmp_path / "c"), "--out", str(tmp_path / "o")]) == 1
     assert "1 submission(s) not graded: bob" in capsys.readouterr().out

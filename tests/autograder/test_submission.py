@@ -220,10 +220,13 @@ def test_a_zip_member_with_corrupt_data_is_named(tmp_path):
     assert "resource_accounting/memory.py: cannot be read (Bad CRC-32" in problems(sub)
 
 
-def test_a_notebook_is_not_supported_yet(tmp_path):
-    (tmp_path / "q.ipynb").write_text("{}")
-    sub = open_submission(tmp_path / "q.ipynb", tmp_path / "stage", PACKAGES)
-    assert sub.name == "q.ipynb" and "is a notebook, which cannot be graded yet" in problems(sub)
+def test_a_second_opening_keeps_the_folder_itself(tmp_path):
+    """A worker booted early sees the submission folder through a bind mount of that very inode:
+    replacing the folder instead of emptying it would leave the worker looking at the old one."""
+    first = open_submission(make_tree(tmp_path / "r", LAYOUT), tmp_path / "stage", PACKAGES)
+    inode = first.root.stat().st_ino
+    second = open_submission(make_tree(tmp_path / "s", LAYOUT), tmp_path / "stage", PACKAGES)
+    assert second.root.stat().st_ino == inode and copied(second) == sorted(LAYOUT)
 
 
 def test_a_second_opening_replaces_the_previous_copy(tmp_path):

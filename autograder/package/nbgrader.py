@@ -1,0 +1,107 @@
+"""The nbgrader course: a source notebook per assignment, generated from the solutions, then its release.
+
+    python -m autograder.package.nbgrader dist/nbgrader
+
+writes the course directory: nbgrader_config.py, and for each assignment source/<a>/<a>.ipynb (see
+notebook.py for how the notebook maps to the package) beside what its test cells need (the public
+tests, kernels/, the test harness, notebook_tests.py, a pytest.ini). Then nbgrader's own
+GenerateAssignment (what `nbgrader generate_assignment` runs) writes the student version to
+release/<a>/ and records the assignment, with its hidden tests, in the course's gradebook.db.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import logging
+import os
+import sys
+from pathlib import Path
+
+from autograder.package.collect import CollectedTest, collect
+from autograder.package.layout import HARNESS, assignments, copy, public_tests, reset, write_text
+from autograder.package.notebook import build_notebook, write_notebook
+
+TEMPLATES = Path(__file__).with_name("templates")
+NOTEBOOK_HELPERS = ("autograder/package/__init__.py", "autograder/package/notebook_tests.py")
+
+
+def use_this_environment() -> None:
+    """Put this interpreter's scripts first on PATH: nbgrader runs the `alembic` command by name when it
+    opens a gradebook, and a virtual environment used without activating it is not on PATH."""
+    scripts = str(Path(sys.executable).parent)
+    if os.environ.get("PATH", "").split(os.pathsep)[0] != scripts:
+        os.environ["PATH"] = scripts + os.pathsep + os.environ.get("PATH", "")
+
+
+def course_config(course: Path):
+    """The course's nbgrader_config.py, loaded as nbgrader loads it, with the course as its root."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
+    config.CourseDirectory.root = str(Path(course).resolve())
+    return config
+
+
+def write_source(course: Path, assignment: str, tests: list[CollectedTest]) -> None:
+    """source/<assignment>/: the notebook and the files its test cells need."""
+    folder = course / "source" / assignment
+    write_notebook(build_notebook(assignment, tests), folder / f"{assignment}.ipynb")
+    copy(public_tests([assignment]) + ["kernels", *HARNESS, *NOTEBOOK_HELPERS, "conftest.py"], folder)
+    write_text(folder / "pytest.ini", (TEMPLATES / "notebook_pytest.ini").read_text(encoding="utf-8"))
+
+
+class CourseError(Exception):
+    """nbgrader could not convert the course; the message holds nbgrader's log."""
+
+
+def generate_assignment(course: Path, assignment: str) -> None:
+    """nbgrader's GenerateAssignment on the course: release/<assignment>/ and the gradebook's record."""
+    from nbgrader.converters import GenerateAssignment
+    from nbgrader.converters.base import NbGraderException
+    from nbgrader.coursedir import CourseDirectory
+
+    use_this_environment()
+    config = course_config(course)
+    coursedir = CourseDirectory(config=config)
+    coursedir.assignment_id = assignment
+    converter = GenerateAssignment(coursedir=coursedir, config=config)
+    converter.force = True
+    log = io.StringIO()
+    handler = logging.StreamHandler(log)
+    converter.log.addHandler(handler)
+    try:
+        converter.start()
+    except NbGraderException:
+        raise CourseError(f"nbgrader generate_assignment {assignment} failed:\n{log.getvalue()[-5000:]}") from None
+    finally:
+        converter.log.removeHandler(handler)
+
+
+def build(dest: Path, tests: list[CollectedTest] | None = None) -> None:
+    """Write the course into dest (emptied first). `tests` defaults to a fresh collection."""
+    names = assignments()
+    tests = collect(names) if tests is None else tests
+    reset(dest)
+    write_text(dest / "nbgrader_config.py", (TEMPLATES / "nbgrader_config.py").read_text(encoding="utf-8"))
+    for name in names:
+        write_source(dest, name, tests)
+    for name in names:
+        generate_assignment(dest, name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("dest", type=Path, help="the course directory to write (emptied first)")
+    args = parser.parse_args(argv)
+    try:
+        build(args.dest)
+    except CourseError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"wrote the nbgrader course to {args.dest}/ (source/ and, by nbgrader, release/ and gradebook.db)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

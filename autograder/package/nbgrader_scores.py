@@ -1,0 +1,171 @@
+"""The trusted grader on an nbgrader course: grade the submitted notebooks in the sandbox, and write
+the scores into the course's gradebook through nbgrader's own Gradebook API.
+
+    python -m autograder nbgrader COURSE_DIR ASSIGNMENT [--workers N] [--timeout S]
+
+nbgrader's own autograde runs student code in the kernel that runs the tests, so a notebook can
+change its own score (an input transformer is enough). Here each submitted notebook is turned into
+the package layout (autograder.package.notebook) and graded like any submission, student code in the
+sandboxed worker. Each test cell then gets, as its manual score (which nbgrader counts instead of its
+own autograded one), its points times the share of its group's points (collect.group_of) that the
+trusted grader awarded, out of those it could grade on this machine: full marks for a correct
+notebook, although the trusted grader also runs the tests the notebook leaves out (those needing the
+reference solution). Cells and groups are read from the course's source notebook, never from the
+submission.
+The notebook's first module cell gets a comment saying so, with what the static scan flagged. The
+full reports (feedback.md, results.json, ...) go to COURSE_DIR/trusted/<student>/<assignment>/<notebook>/.
+"""
+
+from __future__ import annotations
+
+import glob
+import re
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from autograder.package.collect import group_of
+from autograder.package.layout import assignments
+from autograder.package.nbgrader import course_config, use_this_environment
+from autograder.package.notebook import SCAN_MARK
+from autograder.results import GradeReport
+
+
+class CourseError(Exception):
+    """The course directory or assignment cannot be graded; the message says what to do."""
+
+
+@dataclass
+class TestCell:
+    __test__ = False  # not a pytest test class, despite the name
+
+    grade_id: str
+    points: float
+    group: str
+
+
+@dataclass
+class NotebookScore:
+    student: str
+    notebook: str  # nbgrader's notebook id: the file name without .ipynb
+    cells: dict[str, tuple[float, float]] = field(default_factory=dict)  # grade_id -> (points, max)
+    report: GradeReport | None = None
+    flags: list[str] = field(default_factory=list)
+
+    @property
+    def points(self) -> float:
+        return sum(points for points, _ in self.cells.values())
+
+    @property
+    def max_points(self) -> float:
+        return sum(maximum for _, maximum in self.cells.values())
+
+
+def test_cells(source: Path) -> tuple[list[TestCell], str]:
+    """The graded test cells of a source notebook, and the grade id of its first module cell."""
+    nb = nbformat.read(source, as_version=4)
+    cells, first_module = [], ""
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        group = cell.metadata.get("llmsys", {}).get("group")
+        if group is not None and meta.get("grade"):
+            cells.append(TestCell(meta["grade_id"], float(meta["points"]), group))
+        elif cell.metadata.get("llmsys", {}).get("module") and not first_module:
+            first_module = meta.get("grade_id", "")
+    return cells, first_module
+
+
+def submissions(coursedir, assignment: str) -> dict[str, Path]:
+    """Student id -> the submitted assignment folder, where nbgrader's directory structure puts it."""
+    step = coursedir.submitted_directory
+    pattern = re.compile(coursedir.format_path(step, "(?P<student_id>[^/]+)", re.escape(assignment), escape=True))
+    found = {}
+    for folder in sorted(glob.glob(coursedir.format_path(step, "*", glob.escape(assignment)))):
+        match = pattern.fullmatch(folder)
+        if match and Path(folder).is_dir():
+            found[match.group("student_id")] = Path(folder)
+    return found
+
+
+def scored(student: str, notebook: str, cells: list[TestCell], report: GradeReport) -> NotebookScore:
+    """Each test cell's points: its share of what the trusted grader awarded the cell's group."""
+    result = NotebookScore(student, notebook, report=report,
+                           flags=[line for line in report.log if SCAN_MARK in line])
+    for cell in cells:
+        tests = [t for t in report.tests if group_of(t.name) == cell.group and t.status != "not_graded"]
+        gradable = sum(t.max_points for t in tests)
+        share = sum(t.points for t in tests) / gradable if gradable else 0.0
+        result.cells[cell.grade_id] = (round(cell.points * share, 2), cell.points)
+    return result
+
+
+def comment(result: NotebookScore) -> str:
+    lines = [f"Scored by the course's trusted grader, which ran this notebook's modules in a sandbox: "
+             f"{result.points:g} / {result.max_points:g} points on the test cells."]
+    if result.report is None or not result.report.tests:
+        lines.append("Grading did not complete: " + "; ".join((result.report.log if result.report else [])[-3:]))
+    lines += [f"Flagged: {flag}" for flag in result.flags]
+    return "\n".join(lines)
+
+
+def record(gradebook, assignment: str, result: NotebookScore, comment_cell: str) -> None:
+    """Write one notebook's scores (manual scores of its test cells) and the comment into the gradebook."""
+    from nbgrader.api import MissingEntry
+    from sqlalchemy.exc import SAWarning
+
+    gradebook.update_or_create_student(result.student)
+    try:
+        gradebook.find_submission(assignment, result.student)
+    except MissingEntry:
+        with warnings.catch_warnings():
+            # nbgrader's add_submission trips SQLAlchemy 2's autoflush warnings; the rows are written.
+            warnings.simplefilter("ignore", SAWarning)
+            gradebook.add_submission(assignment, result.student)
+    for grade_id, (points, _) in result.cells.items():
+        grade = gradebook.find_grade(grade_id, result.notebook, assignment, result.student)
+        grade.manual_score = points
+        grade.needs_manual_grade = False
+    if comment_cell:
+        note = gradebook.find_comment(comment_cell, result.notebook, assignment, result.student)
+        note.manual_comment = comment(result)
+    gradebook.db.commit()
+
+
+def grade_course(course: Path, assignment: str, *, workers: int = 1,
+                 call_timeout: float = 60.0) -> list[NotebookScore]:
+    """Grade every submitted notebook of the assignment and record the scores; return them."""
+    from nbgrader.api import Gradebook
+    from nbgrader.coursedir import CourseDirectory
+
+    from autograder.grade import grade
+
+    use_this_environment()
+    coursedir = CourseDirectory(config=course_config(course))
+    source = Path(coursedir.format_path(coursedir.source_directory, ".", assignment))
+    notebooks = sorted(source.glob("*.ipynb"))
+    if not notebooks:
+        raise CourseError(f"{source} holds no notebook: is {assignment!r} an assignment of {course}? "
+                          "(make nbgrader writes a course's source/)")
+    package = assignment if assignment in assignments() else None
+    jobs = [(student, folder / nb.name, nb) for student, folder in submissions(coursedir, assignment).items()
+            for nb in notebooks if (folder / nb.name).is_file()]
+    out = Path(coursedir.root) / "trusted"
+
+    def run(job: tuple[str, Path, Path]) -> GradeReport:
+        student, submitted, _ = job
+        return grade(submitted, out=out / student / assignment / submitted.stem, assignment=package,
+                     call_timeout=call_timeout)
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        reports = list(pool.map(run, jobs))
+    results = []
+    with Gradebook(coursedir.db_url, coursedir.course_id) as gradebook:
+        for (student, submitted, nb), report in zip(jobs, reports):
+            cells, comment_cell = test_cells(nb)
+            result = scored(student, submitted.stem, cells, report)
+            record(gradebook, assignment, result, comment_cell)
+            results.append(result)
+    return results

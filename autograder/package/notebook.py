@@ -1,0 +1,292 @@
+"""An assignment as a notebook, and a notebook back as the package layout.
+
+How a notebook maps to the package (the same rule both ways, and the rule the kernel itself follows):
+- A given setup cell creates the package folder `<assignment>/` and its (empty) `__init__.py`.
+- Each module `<assignment>/<module>.py` is one code cell whose first line is
+  `%%writefile <assignment>/<module>.py`, followed by the module's code with its solution regions.
+  Running the cell saves it as that file (IPython's own magic); nbgrader's metadata makes it a solution
+  cell and `llmsys.module` names the file. Modules come in the order the handout first names them.
+- After the module cells, a graded test cell per group of tests (see collect.py), in module order: it runs
+  the group's public tests on the saved package and, in its hidden part, the group's hidden suite, and
+  ends with the points earned, which nbgrader takes as the cell's partial credit. Its points are those
+  of the tests it runs: the tests needing a GPU or the reference solution run only in the trusted
+  grader. `llmsys.group` names the group, so the trusted grader can score the cell too.
+- One graded cell (0 points) holds, in its hidden part, the hidden suite's files for the test cells.
+- The handout comes first, one markdown cell per section; each written answer is a manually graded
+  answer cell (0 points: the course decides what written answers are worth).
+
+Reading back (`read_modules`, what the trusted grader does with a submitted notebook): every code cell
+whose first line is `%%writefile <package>/<module>.py` gives that file, a later cell replacing an
+earlier one (`-a` appends), as when the notebook runs top to bottom; nothing else of the notebook is
+used. A static scan flags cells that touch IPython's machinery.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import shlex
+from pathlib import Path, PurePosixPath
+
+import nbformat
+
+from autograder.authoring.markers import find_regions
+from autograder.package.collect import CollectedTest
+from autograder.package.layout import ROOT, files_of
+from autograder.package.notebook_tests import counted
+
+SOLUTIONS = ROOT / "solutions"
+METADATA = {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
+            "language_info": {"name": "python"}}
+NBGRADER_DELIMITERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS",
+                       "BEGIN MARK SCHEME", "END MARK SCHEME")
+HIDDEN_VARIABLE = "HIDDEN_TESTS"
+# What the scan flags: names through which code changes how IPython runs cells or reports errors.
+MACHINERY = re.compile(r"\b(get_ipython|IPython|InteractiveShell|ipykernel|__IPYTHON__|input_transformers\w*|"
+                       r"input_splitter|ast_transformers|set_custom_exc|showtraceback|showsyntaxerror|"
+                       r"excepthook|displayhook|register_magic_function|run_cell\w*)\b|\.events\.(?:un)?register\b")
+WRITEFILE = re.compile(r"%%writefile(\s|$)")
+SCAN_MARK = "touches IPython's machinery"  # in each problem line the scan writes
+MAGICS = re.compile(r"^\s*%{1,2}(load_ext|reload_ext|config|run|capture)\b", re.MULTILINE)
+
+
+class NotebookError(Exception):
+    """The notebook cannot be read (not JSON, not a notebook); the message says what is wrong."""
+
+
+# ---- building the source notebook -------------------------------------------------------------------
+
+def _nbgrader(grade_id: str, *, grade: bool = False, solution: bool = False, locked: bool = False,
+              points: float | None = None) -> dict:
+    meta = {"grade": grade, "grade_id": grade_id, "locked": locked, "schema_version": 3, "solution": solution}
+    if points is not None:
+        meta["points"] = points
+    return {"nbgrader": meta}
+
+
+def _code(cell_id: str, source: str, metadata: dict | None = None) -> nbformat.NotebookNode:
+    return nbformat.v4.new_code_cell(source, id=cell_id, metadata=metadata or {})
+
+
+def _markdown(cell_id: str, source: str, metadata: dict | None = None) -> nbformat.NotebookNode:
+    return nbformat.v4.new_markdown_cell(source, id=cell_id, metadata=metadata or {})
+
+
+def _points(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def module_order(assignment: str) -> list[str]:
+    """The package's modules in the order the handout first names them (`memory.py`), the rest sorted."""
+    names = sorted(p.stem for p in (SOLUTIONS / assignment).glob("*.py") if p.name != "__init__.py")
+    handout = (SOLUTIONS / assignment / "README.md").read_text(encoding="utf-8")
+    first = {name: handout.find(f"`{name}.py`") for name in names}
+    return sorted(names, key=lambda name: (first[name] < 0, first[name], name))
+
+
+def intro_cell(assignment: str) -> nbformat.NotebookNode:
+    return _markdown("intro", f"""# {assignment}: the notebook edition
+
+This notebook is the whole assignment: the handout below, then one code cell per file of the
+`{assignment}` package, then a test cell per file.
+
+- **Run the setup cell first**: it creates the package folder `{assignment}/`.
+- **Write your code in the module cells**, the ones that start with `%%writefile {assignment}/<module>.py`:
+  replace each `raise NotImplementedError()` under `# YOUR CODE HERE`. Running a module cell saves it
+  as that file (it defines nothing in the notebook itself); run it again after every change. Keep its
+  first line as it is: the grader takes each module from the cell that writes it.
+- **Run a test cell** to run the public tests of its file on the saved package: it prints what failed
+  and ends with the public points earned. When the notebook is graded, hidden tests of the same
+  properties run too and count in the same cell. (The handout's `make test` is for the repository
+  edition; in a terminal in this folder, `python -m pytest tests/{assignment}` runs all the tests.)
+- **Answer the written questions** in the answer cells ("YOUR ANSWER HERE").""")
+
+
+def _sections(text: str) -> list[str]:
+    """Markdown split before each `## ` heading that is not inside a code fence."""
+    sections: list[list[str]] = [[]]
+    fenced = False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        if line.startswith("## ") and not fenced and any(s.strip() for s in sections[-1]):
+            sections.append([])
+        sections[-1].append(line)
+    return ["\n".join(s).strip("\n") for s in sections if any(line.strip() for line in s)]
+
+
+def handout_cells(assignment: str) -> list[nbformat.NotebookNode]:
+    """The handout: a markdown cell per section, each written answer a manually graded answer cell."""
+    path = SOLUTIONS / assignment / "README.md"
+    text = path.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    chunks, cursor = [], 0
+    for region in find_regions(text, str(path.relative_to(ROOT))):
+        chunks.append(("text", "\n".join(lines[cursor: region.begin - 1])))
+        if region.kind == "solution":
+            chunks.append(("answer", "\n".join(lines[region.begin - 1: region.end])))
+        cursor = region.end
+    chunks.append(("text", "\n".join(lines[cursor:])))
+    cells, answers = [], 0
+    for kind, chunk in chunks:
+        if kind == "answer":
+            answers += 1
+            cells.append(_markdown(f"answer-{answers}", chunk,
+                                   _nbgrader(f"answer_{answers}", grade=True, solution=True, points=0)))
+            continue
+        for section in _sections(chunk):
+            cells.append(_markdown(f"handout-{len(cells) + 1}", section))
+    return cells
+
+
+def setup_cell(assignment: str) -> nbformat.NotebookNode:
+    return _code("setup", f"""# Given: run this cell first. Each module cell below saves itself into this package folder.
+from pathlib import Path
+
+Path("{assignment}").mkdir(exist_ok=True)
+Path("{assignment}/__init__.py").touch()""", _nbgrader("setup", locked=True))
+
+
+def module_cell(assignment: str, module: str) -> nbformat.NotebookNode:
+    rel = f"{assignment}/{module}.py"
+    code = (SOLUTIONS / assignment / f"{module}.py").read_text(encoding="utf-8")
+    if any(region.kind == "hidden" for region in find_regions(code, f"solutions/{rel}")):
+        raise NotebookError(f"solutions/{rel} has a hidden-tests region: move hidden tests to "
+                            f"autograder/suites/{assignment}/, a module cell cannot hold them")
+    metadata = _nbgrader(f"{assignment}_{module}", solution=True) | {"llmsys": {"module": rel}}
+    return _code(f"module-{module}", f"%%writefile {rel}\n{code.rstrip()}", metadata)
+
+
+def hidden_suite_cell(assignment: str) -> nbformat.NotebookNode:
+    """The hidden suite's files as one dict, all of it in a hidden region (its rules.py stays out)."""
+    rels = ["autograder/suites/__init__.py"] + [rel for rel in files_of(f"autograder/suites/{assignment}")
+                                                if rel.endswith(".py") and not rel.endswith("/rules.py")]
+    entries = []
+    for rel in rels:
+        text = (ROOT / rel).read_text(encoding="utf-8")
+        found = [d for d in NBGRADER_DELIMITERS if d in text]
+        if found:
+            raise NotebookError(f"{rel} contains nbgrader's marker {found[0]!r}: nbgrader would cut the "
+                                "hidden cell there; reword that line")
+        entries.append(f"    {json.dumps(rel)}: {json.dumps(text)},")  # JSON strings are Python literals
+    source = "\n".join(["# The grader's hidden tests: empty in your copy, put back by nbgrader when it grades.",
+                        "### BEGIN HIDDEN TESTS", f"{HIDDEN_VARIABLE} = {{", *entries, "}",
+                        "### END HIDDEN TESTS"])
+    return _code("hidden-tests", source, _nbgrader("hidden_tests", grade=True, locked=True, points=0))
+
+
+def test_cell(group: str, tests: list[CollectedTest]) -> nbformat.NotebookNode:
+    """The graded cell of one group: public tests, then (hidden) the group's hidden suite."""
+    public = sorted({t.path for t in tests if t.public})
+    hidden = sorted({t.path for t in tests if not t.public})
+    shown = sum(t.points for t in tests if t.public)
+    total = sum(t.points for t in tests)
+    where = f"the public tests in {', '.join(public)}" if public else "no public tests"
+    lines = [f"# Tests of {group}: {_points(shown)} points from {where} here, "
+             f"{_points(total - shown)} more from hidden tests when graded.",
+             "# It prints what failed and ends with the points earned.",
+             "from autograder.package.notebook_tests import run_tests", "", "points = 0.0"]
+    lines += [f"points += run_tests({path!r})" for path in public]
+    if hidden:
+        lines += ["### BEGIN HIDDEN TESTS",
+                  *[f"points += run_tests({path!r}, files={HIDDEN_VARIABLE})" for path in hidden],
+                  "### END HIDDEN TESTS"]
+    lines.append("points")
+    metadata = _nbgrader(f"test_{group}", grade=True, locked=True, points=total) | {"llmsys": {"group": group}}
+    return _code(f"test-{group}", "\n".join(lines), metadata)
+
+
+def build_notebook(assignment: str, tests: list[CollectedTest]) -> nbformat.NotebookNode:
+    """The source notebook of an assignment, from its solutions and its collected tests."""
+    mine = [t for t in tests if t.assignment == assignment and counted(t.gpu, t.reference)]
+    groups: dict[str, list[CollectedTest]] = {}
+    for test in mine:
+        groups.setdefault(test.group, []).append(test)
+    modules = module_order(assignment)
+    cells = [intro_cell(assignment), *handout_cells(assignment), setup_cell(assignment)]
+    if any(not t.public for t in mine):
+        cells.append(hidden_suite_cell(assignment))
+    cells += [module_cell(assignment, module) for module in modules]
+    # The test cells come after all the module cells: one module's tests may use another module.
+    order = [m for m in modules if m in groups] + sorted(set(groups) - set(modules))
+    cells += [test_cell(group, groups[group]) for group in order]
+    return nbformat.v4.new_notebook(cells=cells, metadata=copy.deepcopy(METADATA))
+
+
+def notebook_text(nb: nbformat.NotebookNode) -> str:
+    """The notebook as its file's text: nbformat's own writer (sorted keys), one final newline."""
+    return nbformat.writes(nb).rstrip("\n") + "\n"
+
+
+# ---- reading a submitted notebook back ------------------------------------------------------------
+
+def read_modules(data: bytes, packages: list[str]) -> tuple[dict[str, bytes], list[str]]:
+    """The package files a notebook's %%writefile cells save, and the problems found (never raises for
+    a readable notebook; NotebookError when it is not one)."""
+    try:
+        nb = nbformat.reads(data.decode("utf-8"), as_version=4)
+    except Exception as exc:  # nbformat raises JSON, validation and version errors of several types
+        raise NotebookError(f"is not a readable notebook ({type(exc).__name__}: {str(exc)[:200]})") from None
+    cells = nb.get("cells") if isinstance(nb, dict) else None
+    if not isinstance(cells, list):
+        raise NotebookError("is not a notebook (no list of cells)")
+    files: dict[str, str] = {}
+    writers: dict[str, list[int]] = {}
+    problems: list[str] = []
+    for number, cell in enumerate(cells, start=1):
+        source = cell.get("source") if isinstance(cell, dict) and cell.get("cell_type") == "code" else None
+        if not isinstance(source, str):
+            continue
+        problems += _scan(number, source)
+        first, _, body = source.partition("\n")
+        if WRITEFILE.match(first):
+            _take(number, first, body, packages, files, writers, problems)
+    for rel, numbers in writers.items():
+        if len(numbers) > 1:
+            problems.append(f"{rel} is written by cells {', '.join(map(str, numbers))}: the last one is graded, "
+                            "as when the notebook runs from top to bottom")
+    for package in sorted({rel.split("/")[0] for rel in files}):
+        files.setdefault(f"{package}/__init__.py", "")  # what the setup cell creates
+    return {rel: text.encode("utf-8") for rel, text in files.items()}, problems
+
+
+def _take(number: int, first: str, body: str, packages: list[str], files: dict[str, str],
+          writers: dict[str, list[int]], problems: list[str]) -> None:
+    """Record what one %%writefile cell saves, if it is a module of the packages."""
+    try:
+        args = shlex.split(first[len("%%writefile"):])
+    except ValueError:
+        args = []
+    names = [a for a in args if not a.startswith("-")]
+    append = any(a in ("-a", "--append") for a in args)
+    path = PurePosixPath(names[0]) if len(names) == 1 else None
+    if (path is None or len(path.parts) != 2 or path.parts[0] not in packages or path.suffix != ".py"
+            or not path.stem.isidentifier()):
+        expected = " or ".join(f"{package}/<module>.py" for package in packages)
+        problems.append(f"cell {number} writes {' '.join(names) or 'nothing'}, which is not a module of the "
+                        f"packages ({expected}): not graded; keep each module cell's first line as the "
+                        "notebook gave it")
+        return
+    rel = path.as_posix()
+    body = body if body.endswith("\n") or not body else body + "\n"
+    files[rel] = files.get(rel, "") + body if append else body
+    writers.setdefault(rel, []).append(number)
+
+
+def _scan(number: int, source: str) -> list[str]:
+    """A problem line when a cell's code touches IPython's machinery (a static scan: nothing is run)."""
+    found = sorted({match.group(0).lstrip(".") for match in MACHINERY.finditer(source)}
+                   | {f"%{name}" for name in MAGICS.findall(source)})
+    if not found:
+        return []
+    return [f"cell {number} {SCAN_MARK} ({', '.join(found)}): under nbgrader's own autograde, "
+            "such code runs in the same kernel as the tests and can change their outcome, so nbgrader's score "
+            "for this notebook cannot be trusted; this grade comes from the sandboxed grader, where it has "
+            "no effect"]
+
+
+def write_notebook(nb: nbformat.NotebookNode, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(notebook_text(nb), encoding="utf-8")
+    path.chmod(0o644)

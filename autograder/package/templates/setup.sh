@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Gradescope runs this once, as root on its Ubuntu image, to build the autograder: Debian's bubblewrap
+# for the sandbox the student's code runs in, then a virtual environment beside this script with torch
+# (installed first, pinned, as everywhere in the course) and the grader's dependencies.
+set -euo pipefail
+cd "$(dirname "$0")"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq bubblewrap python3-venv
+PYTHON=python3
+# The grader needs Python 3.11 or newer; Ubuntu 22.04's python3 is 3.10.
+if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+  apt-get install -y -qq python3.11 python3.11-venv
+  PYTHON=python3.11
+fi
+"$PYTHON" -m venv .venv
+.venv/bin/python -m pip install --quiet --disable-pip-version-check torch==2.13.0
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.txt

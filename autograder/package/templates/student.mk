@@ -1,0 +1,51 @@
+# The student release's Makefile. Every target installs what it needs: a virtual environment in .venv,
+# torch first (the pinned wheel), then the dependencies from pyproject.toml. The install is skipped
+# while the stamp for the current pyproject.toml exists. Pass PYTHON=/path/to/python to use an
+# environment you manage yourself (e.g. a GPU image with torch and triton preinstalled); then nothing
+# is installed.
+
+SHELL := /bin/bash
+VENV ?= .venv
+BOOTSTRAP ?= python3
+TORCH_PIN ?= torch==2.13.0
+
+ifeq ($(origin PYTHON), undefined)
+PYTHON := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
+else
+STAMP :=
+endif
+
+PYTEST := $(PYTHON) -m pytest
+PYTEST_ARGS ?=
+BENCH_ARGS ?=
+
+.PHONY: help install test test-public roofline bench
+
+help:
+	@echo "make test          install if needed, then run the public tests against your code, with the points table"
+	@echo "make test-public   the same (every test of this release is public)"
+	@echo "make roofline      write build/roofline.png (H100 and H200 rooflines with the lecture's ops)"
+	@echo "make bench         attention benchmarks of your code: table and build/bench_attention.png"
+
+install: $(STAMP)
+
+$(VENV)/.installed-%: pyproject.toml
+	@test -x $(VENV)/bin/python || $(BOOTSTRAP) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check $(TORCH_PIN)
+	$(VENV)/bin/python -c 'import tomllib; \
+	  print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' > $(VENV)/requirements.txt
+	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r $(VENV)/requirements.txt
+	@rm -f $(VENV)/.installed-*
+	@touch $@
+
+test: install
+	$(PYTEST) $(PYTEST_ARGS)
+
+test-public: test
+
+roofline: install
+	$(PYTHON) -m kernels.roofline --out build/roofline.png
+
+bench: install
+	$(PYTHON) -m kernels.bench_attention --impl assignments --out build/bench_attention.png $(BENCH_ARGS)
