@@ -71,11 +71,14 @@ bench: install
 	$(PYTHON) -m kernels.bench_attention --out build/bench_attention.png $(BENCH_ARGS)
 
 # With no SUBMISSION: build the sample cohort from the reference (correct, stubs, mistakes, cheats),
-# grade it into a gradebook and print it. With SUBMISSION=path: grade that folder or .zip.
+# grade it into a gradebook and print it; its calls get SAMPLE_TIMEOUT seconds each, so that the
+# endless-loop cheat costs a minute, not five (no honest call of the sample takes more than a few
+# seconds). With SUBMISSION=path: grade that folder or .zip with the grader's default timeout.
+SAMPLE_TIMEOUT ?= 15
 grade: install sandbox-tools
 ifeq ($(SUBMISSION),)
 	$(PYTHON) -m autograder.cohort $(COHORT)
-	$(PYTHON) -m autograder batch $(COHORT) --out $(GRADES) --workers $(WORKERS)
+	$(PYTHON) -m autograder batch $(COHORT) --out $(GRADES) --workers $(WORKERS) --timeout $(SAMPLE_TIMEOUT)
 else
 	$(PYTHON) -m autograder grade $(SUBMISSION) --out $(GRADES)/$(notdir $(basename $(patsubst %/,%,$(SUBMISSION))))
 endif

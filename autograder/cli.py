@@ -1,7 +1,7 @@
 """The command line, a thin face over the two verbs:
 
     python -m autograder grade SUBMISSION [--assignment NAME] [--out DIR] [--timeout S] [--select EXPR] [--seed N]
-    python -m autograder batch DIR --out OUT [--workers N]
+    python -m autograder batch DIR --out OUT [--workers N] [--timeout S]
     python -m autograder nbgrader COURSE_DIR ASSIGNMENT [--workers N] [--timeout S]
 
 Exit codes: 0 when grading completed, whatever the score; 1 when the grader itself failed on a
@@ -57,6 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="where the gradebook, grades.csv and each submission's reports go")
     batch.add_argument("--workers", type=_positive(int), default=1, metavar="N",
                        help="submissions graded at once (default 1)")
+    batch.add_argument("--timeout", type=_positive(float), default=DEFAULT_TIMEOUT, metavar="S",
+                       help=f"seconds allowed for each call into student code (default {DEFAULT_TIMEOUT:g})")
     batch.set_defaults(command=batch_command, parser=batch)
     course = verbs.add_parser("nbgrader", help="grade an nbgrader course's submitted notebooks into its gradebook")
     course.add_argument("course", type=Path, help="the nbgrader course directory (with nbgrader_config.py)")
@@ -92,7 +94,8 @@ def batch_command(args: argparse.Namespace) -> int:
 
     console = Console()
     try:
-        rows = run_batch(args.directory, args.out, workers=args.workers, console=console)
+        rows = run_batch(args.directory, args.out, workers=args.workers, call_timeout=args.timeout,
+                         console=console)
     except BatchError as exc:
         args.parser.error(str(exc))
     console.print(gradebook_table(rows))

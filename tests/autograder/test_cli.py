@@ -19,12 +19,14 @@ from tests.autograder.test_gradebook import make_cohort, toy_grade
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def toy_pool(grade_fn):
-    """A stand-in for autograder.grade.ServerPool (what `batch` grades with) that calls grade_fn."""
+def toy_pool(grade_fn, created: list | None = None):
+    """A stand-in for autograder.grade.ServerPool (what `batch` grades with) that calls grade_fn; the
+    options of each pool made are appended to `created`."""
 
     class ToyPool:
         def __init__(self, **options):
-            pass
+            if created is not None:
+                created.append(options)
 
         def grade(self, submission):
             return grade_fn(Path(submission))
@@ -63,8 +65,16 @@ def test_grade_arguments_and_defaults():
 
 def test_batch_arguments_and_defaults():
     args = build_parser().parse_args(["batch", "cohort", "--out", "o"])
-    assert (args.directory, args.out, args.workers) == (Path("cohort"), Path("o"), 1)
+    assert (args.directory, args.out, args.workers, args.timeout) == (Path("cohort"), Path("o"), 1, 60.0)
     assert build_parser().parse_args(["batch", "c", "--out", "o", "--workers", "4"]).workers == 4
+
+
+def test_batch_passes_its_timeout_to_the_grading_servers(tmp_path, monkeypatch):
+    created = []
+    monkeypatch.setattr(autograder.grade, "ServerPool", toy_pool(toy_grade, created))
+    make_cohort(tmp_path / "c", {"alice": 1})
+    assert main(["batch", str(tmp_path / "c"), "--out", str(tmp_path / "o"), "--timeout", "7"]) == 0
+    assert created == [{"call_timeout": 7.0}]
 
 
 @pytest.mark.parametrize("argv", [

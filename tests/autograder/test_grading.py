@@ -25,13 +25,17 @@ ASSIGNMENT = "resource_accounting"
 def graded(tmp_path_factory):
     """The cohort graded by two-worker batches; {name: GradeReport}, and "_out": the output folder.
 
-    The reference and the stubs are graded on both assignments with every test; the mistakes and
-    cheats on resource_accounting's public tests (each attack is about the boundary, not the tests).
+    The reference and the stubs are graded on both assignments with every test; the mistakes on
+    resource_accounting's public tests; the cheats on the public tests of both assignments (a test
+    that observes behaviour, memory say, must not be passed by code that returns nothing of use),
+    but the two that burn their time budget (endless loop, fork bomb) on resource_accounting only.
     """
     base = tmp_path_factory.mktemp("cohort")
     full = [m for m in cohort.MEMBERS if m.name in ("correct", "stubs")]
+    slow = tuple(m for m in cohort.CHEATS if m.name in ("cheat-endless-loop", "cheat-fork-bomb"))
     cohort.build(base / "full", None, full)
-    cohort.build(base / "battery", [ASSIGNMENT], cohort.MISTAKES + cohort.CHEATS)
+    cohort.build(base / "battery", [ASSIGNMENT], cohort.MISTAKES + slow)
+    cohort.build(base / "battery", None, [m for m in cohort.CHEATS if m not in slow])
     out = base / "out"
     run_batch(base / "full", out, workers=2)
     battery = ServerPool(call_timeout=10, select="not hidden")
@@ -94,6 +98,7 @@ def test_no_cheat_scores_more_than_the_stubs(graded, member):
     report = graded[member]
     passed = [t.name for t in report.tests if t.status == "passed"]
     assert report.tests and graded_points(report) <= public_points(graded["stubs"]) == 0, passed
+    assert public_points(graded["stubs"], "flash_attention") == 0
 
 
 def test_a_static_check_names_the_import_of_the_grader(graded):

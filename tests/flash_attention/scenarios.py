@@ -80,7 +80,8 @@ def pytorch_saved_tensors(seed: int, lead: list, n_queries: int, n_keys: int, he
 
 
 def pytorch_forward_memory(seed: int, n: int, head_dim: int, tile: int, is_causal: bool) -> dict:
-    """Largest tensor and peak live bytes created by flash_forward_pytorch (one head, n x n), on CPU."""
+    """Largest tensor and peak live bytes created by flash_forward_pytorch (one head, n x n), on CPU, and
+    what it returned (so that the test can check that the memory was spent on the right answer)."""
     from kernels.memory import MemoryTracker
 
     from flash_attention.flash_pytorch import flash_forward_pytorch
@@ -88,8 +89,8 @@ def pytorch_forward_memory(seed: int, n: int, head_dim: int, tile: int, is_causa
     gen = torch.Generator().manual_seed(seed)
     q, k, v = (torch.randn(1, n, head_dim, generator=gen) for _ in range(3))
     with MemoryTracker("cpu") as mem:
-        flash_forward_pytorch(q, k, v, is_causal, q_tile=tile, k_tile=tile)
-    return {"largest_numel": mem.largest_numel, "peak_bytes": mem.peak_bytes}
+        result = flash_forward_pytorch(q, k, v, is_causal, q_tile=tile, k_tile=tile)
+    return {"largest_numel": mem.largest_numel, "peak_bytes": mem.peak_bytes, "result": result}
 
 
 def pytorch_forward_matmul_flops(seed: int, n: int, head_dim: int, tile: int, is_causal: bool) -> int:

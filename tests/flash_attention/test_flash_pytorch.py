@@ -122,14 +122,21 @@ def test_autograd_function_saves_no_score_matrix(student):
 @pytest.mark.points(4)
 @pytest.mark.task("flash_pytorch.flash_forward_pytorch")
 @pytest.mark.parametrize("is_causal", [False, True])
-def test_forward_never_materialises_the_score_matrix(student, is_causal):
-    """At N = 1024, d = 16 (one head, 64 x 64 tiles) flash_forward_pytorch never creates a tensor of N·N/4
-    elements or more, and holds at most 1 MiB alive at once (the naive scores alone are 4 MiB).
+def test_forward_never_materialises_the_score_matrix(student, trusted, is_causal):
+    """At N = 1024, d = 16 (one head, 64 x 64 tiles) flash_forward_pytorch returns the right o, never
+    creates a tensor of N·N/4 elements or more, and holds at most 1 MiB alive at once (the naive scores
+    alone are 4 MiB).
 
     Hint: loop over query tiles and key tiles; the largest intermediate is one (q_tile, k_tile) tile.
     """
     n = 1024
     got = student.run(scenarios.pytorch_forward_memory, seed=10, n=n, head_dim=16, tile=64, is_causal=is_causal)
+    assert type(got["result"]) in (tuple, list) and len(got["result"]) == 2, \
+        f"expected the pair (o, lse), got {type(got['result']).__name__}"
+    gen = torch.Generator().manual_seed(10)  # the scenario's inputs, drawn again here
+    q, k, v = (torch.randn(1, n, 16, generator=gen) for _ in range(3))
+    trusted.assert_close("o", got["result"][0], trusted.attention64(q, k, v, is_causal)[0], torch.float32,
+                         trusted.fp32)
     assert got["largest_numel"] < n * n // 4, (
         f"the forward created a tensor of {got['largest_numel']} elements; the scores have {n * n}")
     assert got["peak_bytes"] <= 2**20, f"the forward held {got['peak_bytes']} bytes alive at once"

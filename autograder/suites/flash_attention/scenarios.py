@@ -181,21 +181,23 @@ def pytorch_matmul_flops(seed: int, n: int, head_dim: int, q_tile: int, k_tile: 
 
 def pytorch_forward_memory(seed: int, n_queries: int, n_keys: int, head_dim: int, is_causal: bool, q_tile: int,
                            k_tile: int) -> dict:
-    """Largest tensor and peak live bytes created by flash_forward_pytorch (one head), measured on CPU."""
+    """Largest tensor and peak live bytes created by flash_forward_pytorch (one head), measured on CPU, and
+    what it returned (the grader checks that the memory bought the right answer)."""
     from kernels.memory import MemoryTracker
 
     from flash_attention.flash_pytorch import flash_forward_pytorch
 
     q, k, v = seeded_randn(seed, [(1, n_queries, head_dim), (1, n_keys, head_dim), (1, n_keys, head_dim)], "cpu")
     with _one_thread(), MemoryTracker("cpu") as mem:
-        flash_forward_pytorch(q, k, v, is_causal, q_tile=q_tile, k_tile=k_tile)
-    return {"largest_numel": mem.largest_numel, "peak_bytes": mem.peak_bytes}
+        result = flash_forward_pytorch(q, k, v, is_causal, q_tile=q_tile, k_tile=k_tile)
+    return {"largest_numel": mem.largest_numel, "peak_bytes": mem.peak_bytes, "result": result}
 
 
 def pytorch_autograd_memory(seed: int, n: int, head_dim: int, is_causal: bool) -> dict:
     """Largest tensor and peak live bytes created by the backward autograd runs through
-    FlashAttentionPytorch.apply (one head, n x n, default tiles), measured on CPU. (The forward is
-    flash_forward_pytorch's, which pytorch_forward_memory measures at cheaper tiles.)"""
+    FlashAttentionPytorch.apply (one head, n x n, default tiles), measured on CPU, and the gradients
+    (dq, dk, dv) it gave. (The forward is flash_forward_pytorch's, which pytorch_forward_memory measures
+    at cheaper tiles.)"""
     from kernels.memory import MemoryTracker
 
     from flash_attention.flash_pytorch import FlashAttentionPytorch
@@ -204,8 +206,8 @@ def pytorch_autograd_memory(seed: int, n: int, head_dim: int, is_causal: bool) -
     leaves = [t.requires_grad_() for t in (q, k, v)]
     o = FlashAttentionPytorch.apply(*leaves, is_causal)
     with _one_thread(), MemoryTracker("cpu") as mem:
-        torch.autograd.grad(o, leaves, do)
-    return {"largest_numel": mem.largest_numel, "peak_bytes": mem.peak_bytes}
+        grads = torch.autograd.grad(o, leaves, do)
+    return {"largest_numel": mem.largest_numel, "peak_bytes": mem.peak_bytes, "grads": list(grads)}
 
 
 # ---- Timed on the trusted side (GPU) ------------------------------------------------------------------

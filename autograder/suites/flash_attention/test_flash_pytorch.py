@@ -163,16 +163,23 @@ def test_autograd_function_saves_the_lse_and_no_score_matrix(student, trusted, r
 
 @pytest.mark.points(3)
 @pytest.mark.task("flash_pytorch.flash_forward_pytorch")
-def test_forward_never_materialises_the_scores_near_n_1024(student, rng):
+def test_forward_never_materialises_the_scores_near_n_1024(student, trusted, rng):
     """At random n_queries, n_keys near 1024 (960 to 1100; equal when causal), one head, d 16 or 32, tiles
-    64 or 128: flash_forward_pytorch creates no tensor of n_queries·n_keys/4 elements or more and holds at
+    64 or 128: flash_forward_pytorch returns the right o, creates no tensor of n_queries·n_keys/4 elements or more and holds at
     most n_queries·n_keys bytes alive (a quarter of the float32 scores), measured by kernels.memory."""
     is_causal = rng.random() < 0.5
     n_queries = rng.randint(960, 1100)
     n_keys = n_queries if is_causal else rng.randint(960, 1100)
     sizes = dict(n_queries=n_queries, n_keys=n_keys, head_dim=rng.choice((16, 32)), is_causal=is_causal,
                  q_tile=rng.choice((64, 128)), k_tile=rng.choice((64, 128)))
-    got = student.run(scenarios.pytorch_forward_memory, seed=rng.randrange(2**31), **sizes)
+    seed = rng.randrange(2**31)
+    got = student.run(scenarios.pytorch_forward_memory, seed=seed, **sizes)
+    assert type(got["result"]) in (tuple, list) and len(got["result"]) == 2, \
+        f"expected the pair (o, lse), got {type(got['result']).__name__}"
+    q, k, v = scenarios.seeded_randn(seed, [(1, n_queries, sizes["head_dim"]), (1, n_keys, sizes["head_dim"]),
+                                            (1, n_keys, sizes["head_dim"])], "cpu")
+    trusted.assert_close("o", got["result"][0], trusted.attention64(q, k, v, is_causal)[0], torch.float32,
+                         trusted.fp32)
     scores = n_queries * n_keys
     assert got["largest_numel"] < scores // 4, \
         f"at {sizes} the forward created a tensor of {got['largest_numel']} elements; the scores have {scores}"
@@ -181,13 +188,18 @@ def test_forward_never_materialises_the_scores_near_n_1024(student, rng):
 
 @pytest.mark.points(3)
 @pytest.mark.task("flash_pytorch.FlashAttentionPytorch")
-def test_autograd_function_backward_never_materialises_the_scores_near_n_1024(student, rng):
+def test_autograd_function_backward_never_materialises_the_scores_near_n_1024(student, trusted, rng):
     """At a random N near 1024 (992 to 1056, one head, d 16, causal), the backward autograd runs through
-    FlashAttentionPytorch creates no tensor of N²/4 elements or more and holds at most N² bytes alive
+    FlashAttentionPytorch gives the right gradients, creates no tensor of N²/4 elements or more and holds at most N² bytes alive
     (a quarter of the float32 scores), measured by kernels.memory. (Its forward is flash_forward_pytorch,
     measured above at cheaper tiles: the tracker costs time per op.)"""
     n = rng.randint(992, 1056)
-    got = student.run(scenarios.pytorch_autograd_memory, seed=rng.randrange(2**31), n=n, head_dim=16, is_causal=True)
+    seed = rng.randrange(2**31)
+    got = student.run(scenarios.pytorch_autograd_memory, seed=seed, n=n, head_dim=16, is_causal=True)
+    q, k, v, do = scenarios.seeded_randn(seed, [(1, n, 16)] * 4, "cpu")
+    assert type(got["grads"]) is list and len(got["grads"]) == 3, "expected the gradients of q, k and v"
+    for name, grad, expected in zip(("dq", "dk", "dv"), got["grads"], trusted.gradients64(q, k, v, do, True)):
+        trusted.assert_close(name, grad, expected, torch.float32, trusted.fp32)
     assert got["largest_numel"] < n * n // 4, \
         f"at N = {n} the backward created a tensor of {got['largest_numel']} elements; the scores have {n * n}"
     assert got["peak_bytes"] <= n * n, f"at N = {n} the backward held {got['peak_bytes']} bytes alive at once"
