@@ -21,13 +21,14 @@ COHORT ?= build/cohort
 GRADES ?= build/grades
 WORKERS ?= 2
 
-.PHONY: help install sandbox-tools test test-public assignments check-sync roofline bench grade
+.PHONY: help install sandbox-tools test test-public assignments check-sync roofline bench bench-grader grade
 
 help:
 	@echo "make test          install if needed, then run the whole suite (public tests, tooling, grader)"
 	@echo "make assignments   regenerate assignments/ (student stubs) from solutions/"
 	@echo "make roofline      write build/roofline.png (H100 and H200 rooflines with the lecture's ops)"
 	@echo "make bench         attention benchmarks: table and build/bench_attention.png"
+	@echo "make bench-grader  the grading loop: trusted grader (1 and 2 workers) against nbgrader, student make test"
 	@echo "make grade         grade a sample cohort, or one submission: make grade SUBMISSION=path"
 
 install: $(STAMP)
@@ -69,6 +70,11 @@ roofline: install
 BENCH_ARGS ?=
 bench: install
 	$(PYTHON) -m kernels.bench_attention --out build/bench_attention.png $(BENCH_ARGS)
+
+# The grading loop, measured in one run: build/bench_grader.md (BENCH_GRADER_ARGS=--size N, --no-nbgrader).
+BENCH_GRADER_ARGS ?=
+bench-grader: install sandbox-tools
+	$(PYTHON) -m autograder.bench --out build/bench_grader.md $(BENCH_GRADER_ARGS)
 
 # With no SUBMISSION: build the sample cohort from the reference (correct, stubs, mistakes, cheats),
 # grade it into a gradebook and print it; its calls get SAMPLE_TIMEOUT seconds each, so that the

@@ -137,7 +137,8 @@ def run(job: Job, slot: Slot, protections: policy.Protections, timeout: float) -
     violations = scan(submission, chosen)
     grader = GraderPlugin(RemoteStudent(slot.worker, timeout), violations)
     impl.activate(SOLUTIONS)
-    args = ["-q", "--no-header", "--tb=short", "-p", "no:cacheprovider", f"--rootdir={ROOT}"]
+    args = ["-q", "--no-header", "--tb=short", "-p", "no:cacheprovider", "-p", "no:logging",
+            "-p", "no:unraisableexception", f"--rootdir={ROOT}"]
     args += ["-k", job.select] if job.select else []
     args += ["--seed", str(job.seed)] if job.seed is not None else []
     try:

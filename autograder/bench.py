@@ -1,0 +1,224 @@
+"""Benchmarks of the grading loop: the trusted grader against nbgrader, and the student's `make test`.
+
+    python -m autograder.bench [--size 20] [--out build/bench_grader.md] [--no-nbgrader]
+
+All in one run, on one cohort of `--size` resource_accounting submissions built from the reference
+and its typical mistakes (autograder.cohort), so that every figure is measured under the same load:
+
+1. the trusted grader's `batch` (public and hidden tests, sandboxed worker per submission) with one
+   worker, then with two, each into a fresh gradebook;
+2. nbgrader's own `nbgrader autograde` (the real command) on the same submissions as notebooks of
+   the nbgrader course (`make nbgrader`): each notebook is the released one with its module cells
+   holding that submission's files, so both graders run the same code through the same tests;
+3. the student loop: `make test` in the student release (`make release`), after install, on the
+   stubs, for each assignment and for both; and the time until the first failure's message is on
+   the screen with `PYTEST_ARGS=-x` (stop at the first failure, print it).
+
+Seconds are wall-clock seconds of whole commands; the ratios compare runs of this one process on
+this one machine. The table is printed and written as Markdown to `--out`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from autograder import cohort
+
+ASSIGNMENT = "resource_accounting"
+ROOT = Path(__file__).resolve().parents[1]
+# The cohort cycles through these: the reference and each typical mistake.
+KINDS = (cohort.Member("correct", "solutions"),) + cohort.MISTAKES
+
+
+@dataclass
+class Row:
+    """One measured line of the table."""
+
+    what: str
+    seconds: float
+    count: int = 1
+    note: str = ""
+
+    @property
+    def per_item(self) -> float:
+        return self.seconds / self.count
+
+
+def build_cohort(dest: Path, size: int) -> list[Path]:
+    """`size` submissions, named student-NN-<kind>, cycling through the reference and the mistakes."""
+    members = [cohort.Member(f"student-{i + 1:02d}-{kind.name}", kind.base, kind.edits)
+               for i, kind in zip(range(size), KINDS * size)]
+    return cohort.build(dest, [ASSIGNMENT], members)
+
+
+def environment() -> dict[str, str]:
+    """This environment with this interpreter's scripts first on PATH (nbgrader runs `alembic` by name)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LLMSYS_IMPL", "PYTEST_ADDOPTS")}
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    return env
+
+
+def timed(command: list[str], cwd: Path) -> tuple[float, subprocess.CompletedProcess]:
+    started = time.perf_counter()
+    done = subprocess.run(command, cwd=cwd, env=environment(), capture_output=True, text=True)
+    return time.perf_counter() - started, done
+
+
+def trusted_batch(cohort_dir: Path, out: Path, workers: int) -> Row:
+    """The grader's batch verb, as an instructor runs it, into a fresh gradebook."""
+    seconds, done = timed([sys.executable, "-m", "autograder", "batch", str(cohort_dir), "--out", str(out),
+                           "--workers", str(workers)], ROOT)
+    if done.returncode != 0:
+        raise RuntimeError(f"autograder batch failed (exit {done.returncode}):\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
+    count = len(list(cohort_dir.iterdir()))
+    return Row(f"trusted grader, batch --workers {workers}", seconds, count, "public + hidden tests, sandboxed")
+
+
+def notebooks_course(course: Path, submissions: list[Path]) -> None:
+    """The nbgrader course with each submission collected as a notebook in submitted/<name>/."""
+    import nbformat
+
+    from autograder.package import nbgrader
+
+    nbgrader.build(course)
+    released = course / "release" / ASSIGNMENT
+    template = nbformat.read(released / f"{ASSIGNMENT}.ipynb", as_version=4)
+    for submission in submissions:
+        nb = nbformat.from_dict(template)
+        for cell in nb.cells:
+            rel = cell.metadata.get("llmsys", {}).get("module")
+            if rel:
+                code = (submission / rel).read_text(encoding="utf-8")
+                cell.source = f"%%writefile {rel}\n{code.rstrip()}"
+        folder = course / "submitted" / submission.name / ASSIGNMENT
+        shutil.copytree(released, folder)
+        nbformat.write(nb, folder / f"{ASSIGNMENT}.ipynb")
+
+
+def nbgrader_autograde(course: Path, count: int) -> Row:
+    seconds, done = timed([sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT, "--create"], course)
+    if done.returncode != 0:
+        raise RuntimeError(f"nbgrader autograde failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
+    return Row("nbgrader autograde", seconds, count, "public + hidden test cells, in the student's kernel")
+
+
+def student_loop(release: Path) -> list[Row]:
+    """`make test` in the student release on the stubs: each assignment, both, and the first failure."""
+    make = ["make", "--no-print-directory", "test", f"PYTHON={sys.executable}"]
+    rows = []
+    for label, args in ((ASSIGNMENT, f"tests/{ASSIGNMENT}"), ("flash_attention", "tests/flash_attention"),
+                        ("both assignments", "")):
+        seconds, _ = timed(make + [f"PYTEST_ARGS={args}"], release)
+        rows.append(Row(f"student make test: {label}", seconds, note="stubs, after install"))
+    rows.append(first_failure(release, make))
+    return rows
+
+
+def first_failure(release: Path, make: list[str]) -> Row:
+    """Seconds until the first failure's message is printed, with -x (what the README suggests)."""
+    started = time.perf_counter()
+    process = subprocess.Popen(make + ["PYTEST_ARGS=-x"], cwd=release, env=environment(), stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    seen = None
+    for line in process.stdout:
+        if seen is None and ("NotImplementedError" in line or line.startswith("E ")):
+            seen = time.perf_counter() - started
+    process.wait()
+    if seen is None:
+        raise RuntimeError("make test -x on the stubs printed no failure")
+    return Row("student: first failure message", seen, note="make test PYTEST_ARGS=-x on the stubs")
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        names = [line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                 if line.startswith("model name")]
+        cpu = names[0] if names else cpu
+    except OSError:
+        pass
+    import torch
+
+    return (f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, torch {torch.__version__}, "
+            f"{platform.system()} {platform.release()}")
+
+
+def ratios(rows: dict[str, Row]) -> list[str]:
+    one, two = rows["batch1"], rows["batch2"]
+    lines = [f"throughput gain of the second worker: {one.seconds / two.seconds:.2f}x "
+             f"({one.per_item:.2f} s to {two.per_item:.2f} s per submission)"]
+    if "nbgrader" in rows:
+        nb = rows["nbgrader"]
+        lines.append(f"nbgrader autograde / trusted batch, per submission: {nb.per_item / one.per_item:.2f}x with one "
+                     f"worker, {nb.per_item / two.per_item:.2f}x with two")
+    return lines
+
+
+def markdown(rows: list[Row], lines: list[str], size: int, host: str) -> str:
+    out = [f"Cohort: {size} resource_accounting submissions (the reference and its typical mistakes). "
+           f"Machine: {host}.", "", "| run | seconds | per submission | note |", "|---|---:|---:|---|"]
+    for row in rows:
+        per = f"{row.per_item:.2f}" if row.count > 1 else ""
+        out.append(f"| {row.what} | {row.seconds:.1f} | {per} | {row.note} |")
+    return "\n".join(out + [""] + [f"- {line}" for line in lines]) + "\n"
+
+
+def run(size: int, out: Path, with_nbgrader: bool, console: Console) -> str:
+    with tempfile.TemporaryDirectory(prefix="llmsys-bench-") as tmp:
+        work = Path(tmp)
+        submissions = build_cohort(work / "cohort", size)
+        measured: dict[str, Row] = {}
+        console.print(f"grading {size} submissions with the trusted grader, one worker then two ...")
+        measured["batch1"] = trusted_batch(work / "cohort", work / "grades-1", 1)
+        measured["batch2"] = trusted_batch(work / "cohort", work / "grades-2", 2)
+        if with_nbgrader:
+            console.print("the same submissions as notebooks through nbgrader autograde ...")
+            notebooks_course(work / "course", submissions)
+            measured["nbgrader"] = nbgrader_autograde(work / "course", size)
+        console.print("the student loop: make test in the student release ...")
+        from autograder.package import release
+
+        release.build(work / "student")
+        student = student_loop(work / "student")
+    rows = list(measured.values()) + student
+    host = machine()
+    table = Table("run", "seconds", "per submission", "note", title="grading loop")
+    for row in rows:
+        table.add_row(row.what, f"{row.seconds:.1f}", f"{row.per_item:.2f}" if row.count > 1 else "", row.note)
+    console.print(table)
+    lines = ratios(measured)
+    for line in lines:
+        console.print(line)
+    text = markdown(rows, lines, size, host)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    console.print(f"wrote {out}")
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=20, help="submissions in the cohort (default 20)")
+    parser.add_argument("--out", type=Path, default=Path("build/bench_grader.md"), help="the Markdown table")
+    parser.add_argument("--no-nbgrader", dest="nbgrader", action="store_false", help="leave nbgrader out")
+    args = parser.parse_args(argv)
+    if args.size < 2:
+        parser.error("--size must be at least 2 (two workers need two submissions)")
+    run(args.size, args.out, args.nbgrader, Console())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""The grading-loop benchmark (`make bench-grader`): its cohort, its nbgrader notebooks, its table.
+
+The benchmark itself runs for minutes and is not run here; these tests check that what it compares
+is comparable: the cohort cycles through the reference and every typical mistake, and each nbgrader
+notebook holds exactly its submission's code, as the trusted grader reads a notebook back.
+"""
+
+from pathlib import Path
+
+import nbformat
+
+from autograder import bench, cohort
+from autograder.package.notebook import read_modules
+
+PACKAGE = bench.ASSIGNMENT
+
+
+def modules(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes()
+            for p in sorted((folder / PACKAGE).glob("*.py")) if p.name != "__init__.py"}
+
+
+def test_the_cohort_cycles_through_the_reference_and_each_typical_mistake(tmp_path):
+    size = len(cohort.MISTAKES) + 2
+    paths = bench.build_cohort(tmp_path, size)
+    kinds = ["correct"] + [m.name for m in cohort.MISTAKES] + ["correct"]
+    assert [p.name for p in paths] == [f"student-{i + 1:02d}-{kind}" for i, kind in enumerate(kinds)]
+    assert [sorted(p.iterdir()) for p in paths] == [[p / PACKAGE] for p in paths]
+    assert modules(paths[0]) == modules(paths[-1])
+    assert all(modules(p) != modules(paths[0]) for p in paths[1:-1]), "a mistake left the reference unchanged"
+
+
+def test_each_nbgrader_notebook_holds_exactly_its_submissions_code(tmp_path):
+    paths = bench.build_cohort(tmp_path / "cohort", 2)
+    course = tmp_path / "course"
+    bench.notebooks_course(course, paths)
+    for path in paths:
+        folder = course / "submitted" / path.name / PACKAGE
+        nb = nbformat.read(folder / f"{PACKAGE}.ipynb", as_version=4)
+        assert any(cell.metadata.get("nbgrader", {}).get("grade") for cell in nb.cells), "no graded test cell"
+        files, problems = read_modules((folder / f"{PACKAGE}.ipynb").read_bytes(), [PACKAGE])
+        assert problems == []
+        assert {rel: data for rel, data in files.items() if not rel.endswith("__init__.py")} == modules(path)
+
+
+def test_the_table_gives_seconds_per_submission_and_the_ratios():
+    measured = {"batch1": bench.Row("one", 40.0, 20), "batch2": bench.Row("two", 25.0, 20),
+                "nbgrader": bench.Row("nb", 300.0, 20)}
+    lines = bench.ratios(measured)
+    assert lines[0].startswith("throughput gain of the second worker: 1.60x (2.00 s to 1.25 s")
+    assert "7.50x with one worker, 12.00x with two" in lines[1]
+    text = bench.markdown(list(measured.values()) + [bench.Row("student", 3.3)], lines, 20, "a machine")
+    assert "| one | 40.0 | 2.00 |" in text and "| nb | 300.0 | 15.00 |" in text and "| student | 3.3 |  |" in text
+    assert "Machine: a machine." in text and "- throughput gain" in text
