@@ -85,13 +85,16 @@ class Gradebook:
         return row == (digest, "graded")
 
     def record(self, name: str, digest: str, report: GradeReport) -> None:
-        """Store a graded submission, replacing whatever was stored under `name`."""
+        """Store a graded submission, replacing whatever was stored under `name`. Its message says how
+        many of the maximum points were not graded on this machine (GPU-only tests)."""
         groups = {a: [sum(t.points for t in ts), sum(t.max_points for t in ts)]
                   for a, ts in report.by_assignment().items()}
         tests = [(name, i, clean(t.name), t.assignment, t.status, t.points, t.max_points, t.visibility,
                   clean(t.message)) for i, t in enumerate(report.tests)]
+        waiting = sum(t.max_points for t in report.tests if t.status == "not_graded")
+        note = f"{waiting:g} GPU points not graded" if waiting else ""
         with self._transaction() as db:
-            self._replace(db, name, digest, "graded", report.score, report.max_score, groups, "",
+            self._replace(db, name, digest, "graded", report.score, report.max_score, groups, note,
                           report.to_json())
             db.executemany("INSERT INTO tests VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", tests)
 

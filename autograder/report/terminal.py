@@ -62,20 +62,21 @@ def print_report(report: GradeReport, console: Console | None = None) -> None:
 
 
 def gradebook_table(rows: list[dict]) -> Table:
-    """The cohort at a glance: one row per submission from `Gradebook.rows()`."""
+    """The cohort at a glance: one row per submission from `Gradebook.rows()`. Scores are never cut:
+    on a narrow terminal the names and notes wrap instead."""
     assignments = sorted({name for row in rows for name in row["assignments"]})
+    scores = [[_score(row["assignments"].get(name)) for name in assignments]
+              + [_score((row["score"], row["max_score"]) if row["status"] == "graded" else None)] for row in rows]
     table = Table(title="gradebook", title_justify="left")
     table.add_column("submission", overflow="fold")
-    for name in assignments:
-        table.add_column(name, justify="right")
-    table.add_column("total", justify="right")
-    table.add_column("status")
+    for column, name in enumerate(assignments + ["total"]):
+        table.add_column(name, justify="right", overflow="fold",
+                         min_width=max((len(cells[column]) for cells in scores), default=1))
+    table.add_column("status", min_width=6)
     table.add_column("note", overflow="fold")
-    for row in rows:
-        cells = [_score(row["assignments"].get(name)) for name in assignments]
-        total = _score((row["score"], row["max_score"]) if row["status"] == "graded" else None)
+    for row, cells in zip(rows, scores):
         status = Text(row["status"], style="green" if row["status"] == "graded" else "bold red")
-        table.add_row(Text(clean(row["name"])), *cells, total, status, Text(_last_line(row["message"])))
+        table.add_row(Text(clean(row["name"])), *cells, status, Text(_last_line(row["message"])))
     return table
 
 

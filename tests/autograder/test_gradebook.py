@@ -86,7 +86,16 @@ def test_record_stores_scores_per_assignment_and_tests(tmp_path):
         assert [t["name"] for t in book.tests("alice")] == ["tests/alpha/t.py::test_0", "tests/alpha/t.py::test_1",
                                                             "tests/beta/t.py::test_x"]
         assert book.tests("alice")[2]["message"] == "bad \\ud800"
-        assert book.report("alice").score == 4.0
+        assert book.report("alice").score == 4.0 and row["message"] == ""
+
+
+def test_a_graded_row_says_how_many_points_need_a_gpu(tmp_path):
+    report = report_of(1)
+    report.tests += [Result(f"tests/beta/t.py::test_gpu{i}", "beta", 1.5, "not_graded") for i in range(2)]
+    with Gradebook(tmp_path / "g.sqlite") as book:
+        book.record("alice", "d1", report)
+        (row,) = book.rows()
+    assert row["message"] == "3 GPU points not graded" and row["max_score"] == 6.0
 
 
 def test_is_current_only_for_the_same_digest_and_a_graded_row(tmp_path):

@@ -15,7 +15,7 @@ from rich.console import Console
 
 from autograder.report import feedback_markdown, junit_xml, results_json, write_all
 from autograder.report.gradescope import schema
-from autograder.report.terminal import print_report
+from autograder.report.terminal import gradebook_table, print_report
 from autograder.report.text import clean
 from autograder.results import GradeReport
 from autograder.results import TestResult as Result
@@ -176,3 +176,18 @@ def test_write_all_writes_four_views_and_the_lossless_report(tmp_path):
     ET.parse(tmp_path / "alice" / "junit.xml")
     assert json.loads((tmp_path / "alice" / "results.json").read_text()) == results_json(report)
     assert "\\ud800" in (tmp_path / "alice" / "feedback.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("width", [60, 80, 160])
+def test_the_gradebook_table_never_cuts_a_score(width):
+    rows = [{"name": "mistake-unscaled-accumulation-" * 2, "status": "graded", "score": 411.5, "max_score": 465.5,
+             "assignments": {"flash_attention": [192.0, 244.0], "resource_accounting": [219.5, 221.5]},
+             "message": "54 GPU points not graded"},
+            {"name": "bob", "status": "error", "score": None, "max_score": None, "assignments": {},
+             "message": "Traceback ...\nRuntimeError: [red]boom[/red]"}]
+    out = io.StringIO()
+    Console(file=out, width=width, color_system=None).print(gradebook_table(rows))
+    text = out.getvalue()
+    assert "192/244" in text and "219.5/221.5" in text and "411.5/465.5" in text
+    if width >= 160:  # wide enough for the note: an error's last line, printed as it is, not as markup
+        assert "RuntimeError: [red]boom[/red]" in text
