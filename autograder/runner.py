@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import importlib
 import json
 import os
@@ -39,7 +40,7 @@ from autograder.sandbox import policy, staging
 from autograder.sandbox.process import RemoteStudent, Worker
 from autograder.submission import open_submission
 from kernels import impl
-from kernels.device import has_cuda
+from kernels.device import has_cuda, warm_dispatch
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = ROOT / "solutions"
@@ -166,9 +167,6 @@ def grade_one(job: Job, timeout: float, sandbox: str) -> None:
 def warm(assignments: list[str]) -> None:
     """Import now what every grading needs: the reference, the test modules (assertion-rewritten by a
     collect-only pytest session) and torch's dispatch machinery (which imports torch._dynamo)."""
-    import torch
-    from torch.utils._python_dispatch import TorchDispatchMode
-
     impl.activate(SOLUTIONS)
     for name in assignments:
         for path in sorted((SOLUTIONS / name).glob("*.py")):
@@ -176,12 +174,7 @@ def warm(assignments: list[str]) -> None:
     with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
         pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", f"--rootdir={ROOT}", "--impl", str(SOLUTIONS)]
                     + [p for a in assignments for p in test_paths(a)])
-    class Passthrough(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            return func(*args, **(kwargs or {}))
-
-    with Passthrough():
-        torch.ones(1) + 1
+    warm_dispatch()
 
 
 class Ready:
@@ -231,6 +224,8 @@ class Ready:
 def serve(timeout: float, sandbox: str) -> None:
     """Grade one job per line of stdin (Job fields as JSON); answer one line per job on stdout."""
     warm(known_assignments())
+    gc.collect()
+    gc.freeze()  # the warm heap stays out of the children's collections: no copy-on-write of all of it
     ready = Ready(timeout, sandbox)
     for line in sys.stdin:
         busy, job = ready, Job(**json.loads(line))

@@ -65,3 +65,21 @@ def triton_skip_reason() -> str | None:
             "run these tests on Linux or in the course's container"
         )
     return None
+
+
+def warm_dispatch() -> None:
+    """Enter a pass-through TorchDispatchMode once, so that torch imports its dispatch machinery now.
+
+    The first entry into any TorchDispatchMode imports torch._dynamo (and with it Triton): about a
+    second and a half of CPU. Long-lived processes that will enter one (the grader, its worker before
+    its first call) pay it at start-up instead of inside the first FlopCounter or memory tracker.
+    Call configure_triton() first (importing `kernels` does).
+    """
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class _PassThrough(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    with _PassThrough():
+        torch.ones(1) + 1

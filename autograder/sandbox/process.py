@@ -123,7 +123,7 @@ class Worker:
 
     def prestart(self) -> None:
         if self.current is None:
-            self.current = self._launch()
+            self.current = self._launch(warm=True)
 
     def request(self, message: dict, timeout: float) -> Any:
         """Send one request; return the decoded, type-checked answer or raise WorkerError/StudentError."""
@@ -168,12 +168,14 @@ class Worker:
             self.spare = self._launch()
         return code
 
-    def _launch(self) -> _Process:
+    def _launch(self, warm: bool = False) -> _Process:
         self.scratch.mkdir(parents=True, exist_ok=True)
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
         env = bwrap.worker_env(*self._paths(), interpret=not self.gpu, threads=1)
         env["LLMSYS_WORKER_FDS"] = f"{req_r},{rep_w}"
+        if warm:  # booting ahead of its first call: take torch's dispatch imports now, not in a FlopCounter
+            env["LLMSYS_WARM_DISPATCH"] = "1"
         command = (bwrap.bwrap_command(self.lib, self.submission, self.scratch, env, self.gpu)
                    if self.protections.bwrap else bwrap.worker_argv(sys.executable))
         limits, cgroup = self._rlimits()
