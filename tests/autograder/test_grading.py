@@ -6,7 +6,9 @@ no cheat scores more than the bare stubs or leaves anything running. Everything 
 """
 
 import json
+import os
 import sqlite3
+import uuid
 from pathlib import Path
 
 import jsonschema
@@ -23,7 +25,8 @@ ASSIGNMENT = "resource_accounting"
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    """The cohort graded by two-worker batches; {name: GradeReport}, and "_out": the output folder.
+    """The cohort graded by two-worker batches; {name: GradeReport}, "_out": the output folder, and
+    "_stages": the name of the folder that held the graders' stage folders.
 
     The reference and the stubs are graded on both assignments with every test; the mistakes on
     resource_accounting's public tests; the cheats on the public tests of both assignments (a test
@@ -37,14 +40,26 @@ def graded(tmp_path_factory):
     cohort.build(base / "battery", [ASSIGNMENT], cohort.MISTAKES + slow)
     cohort.build(base / "battery", None, [m for m in cohort.CHEATS if m not in slow])
     out = base / "out"
-    run_batch(base / "full", out, workers=2)
-    battery = ServerPool(call_timeout=5, select="not hidden")  # honest calls here take well under 1 s
+    # The graders' stage folders (and so every worker's mounts) go under a folder of this run's own,
+    # so that the leftover check below sees this cohort's processes, not another grader's on the machine.
+    stages = base / f"stages-{uuid.uuid4().hex}"
+    stages.mkdir()
+    saved = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = str(stages)
     try:
-        run_batch(base / "battery", out, workers=2, grade_fn=battery.grade)
+        run_batch(base / "full", out, workers=2)
+        battery = ServerPool(call_timeout=5, select="not hidden")  # honest calls here take well under 1 s
+        try:
+            run_batch(base / "battery", out, workers=2, grade_fn=battery.grade)
+        finally:
+            battery.close()
     finally:
-        battery.close()
+        if saved is None:
+            del os.environ["TMPDIR"]
+        else:
+            os.environ["TMPDIR"] = saved
     return {p.parent.name: GradeReport.from_json(p.read_text()) for p in out.glob("*/report.json")} | {
-        "_out": out}
+        "_out": out, "_stages": stages.name}
 
 
 def graded_points(report: GradeReport) -> float:
@@ -56,9 +71,9 @@ def gradable_max(report: GradeReport) -> float:
 
 
 def test_every_member_of_the_cohort_was_graded(graded):
-    assert set(graded) - {"_out"} == {m.name for m in cohort.MEMBERS}
+    assert set(graded) - {"_out", "_stages"} == {m.name for m in cohort.MEMBERS}
     for name, report in graded.items():
-        if name != "_out":
+        if not name.startswith("_"):
             assert report.tests, f"{name}: no results ({report.log})"
 
 
@@ -132,14 +147,30 @@ def test_the_log_states_the_active_protections(graded):
     assert any(line.startswith("processes: ") for line in log)
 
 
+def started_by_this_cohort(entry: Path, marker: str) -> bool:
+    """A worker process (or anything a submission forked from one) whose command line, working folder or
+    mounts name this run's stage folder: bubblewrap's own processes name it in their arguments, the
+    sandboxed ones in their bind mounts, an unsandboxed worker in its working folder."""
+    if b"autograder.sandbox.worker" not in (entry / "cmdline").read_bytes():
+        return False
+    if marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
+        return True
+    try:
+        if marker in os.readlink(entry / "cwd"):
+            return True
+    except OSError:
+        pass
+    return marker in (entry / "mountinfo").read_text(errors="replace")
+
+
 def test_nothing_a_submission_started_is_left_running(graded):
     leftovers = []
     for entry in Path("/proc").iterdir():
         try:
-            if entry.name.isdigit() and b"autograder.sandbox.worker" in (entry / "cmdline").read_bytes():
+            if entry.name.isdigit() and started_by_this_cohort(entry, graded["_stages"]):
                 leftovers.append(entry.name)
         except OSError:
-            pass
+            pass  # it exited while we looked
     assert leftovers == []
 
 

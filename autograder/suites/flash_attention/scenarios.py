@@ -7,7 +7,8 @@ tests compare it with values computed on the trusted side.
 
 Two observers are used besides the results themselves:
 - `_AtenOps`, a dispatch mode that records every aten op run inside a block and the FLOPs of its
-  matrix products (mm, bmm, addmm, baddbmm, the ops every torch matmul, `@` and einsum end in);
+  matrix products (mm, bmm, addmm, baddbmm, the ops every torch matmul, `@` and einsum end in,
+  except an einsum whose contracted size is 1: an elementwise multiply);
 - `kernels.launches.record_launches` (Triton kernels launched) and `kernels.memory.MemoryTracker`.
 """
 
