@@ -9,6 +9,7 @@ records the submission as an error and grades it again on the next run.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -96,11 +97,19 @@ class GradingServer:
             failure = f"the grading server failed: {exc}"
         return _result(submission, target, failure, started, None)
 
-    def close(self) -> None:
-        if self.proc is not None:
-            self.proc.stdin.close()
-            self.proc.wait(timeout=120)
-        self.tmp.cleanup()
+    def close(self, timeout: float = 120.0) -> None:
+        """End the server: it cleans up its prestarted child; one that does not finish in time is killed."""
+        try:
+            if self.proc is not None:
+                with contextlib.suppress(OSError):
+                    self.proc.stdin.close()
+                try:
+                    self.proc.wait(timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait()
+        finally:
+            self.tmp.cleanup()
 
 
 class ServerPool:
@@ -119,5 +128,7 @@ class ServerPool:
         return server.grade(submission, select=self.select)
 
     def close(self) -> None:
-        for server in self.servers:
-            server.close()
+        """Close every server, even when closing one of them fails."""
+        with contextlib.ExitStack() as stack:
+            for server in self.servers:
+                stack.callback(server.close)

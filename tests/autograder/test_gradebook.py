@@ -233,6 +233,22 @@ def test_batch_refuses_a_missing_folder(tmp_path):
         run_batch(tmp_path / "missing", tmp_path / "out", grade_fn=toy_grade, console=quiet())
 
 
+def test_a_server_that_does_not_stop_is_killed_and_the_others_still_close(tmp_path):
+    from autograder.grade import GradingServer, ServerPool
+
+    hung, idle = GradingServer(), GradingServer()
+    hung.proc = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, "
+                                  "signal.SIG_IGN); time.sleep(60)"], stdin=subprocess.PIPE)
+    pool = ServerPool()
+    pool.servers = [hung, idle]
+    hung.close = lambda: GradingServer.close(hung, timeout=0.5)
+    started = time.monotonic()
+    pool.close()
+    assert time.monotonic() - started < 20
+    assert hung.proc.returncode is not None
+    assert not Path(hung.tmp.name).exists() and not Path(idle.tmp.name).exists()
+
+
 def _count(database: Path) -> int:
     try:
         db = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
