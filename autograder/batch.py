@@ -87,11 +87,12 @@ def _feed_file(sha, path: Path) -> None:
 
 
 def run_batch(directory: Path, out: Path, workers: int = 1, grade_fn: GradeFn | None = None, *,
-              call_timeout: float = 60.0, console: Console | None = None) -> list[dict]:
+              call_timeout: float = 60.0, console: Console | None = None, overlap: bool = True) -> list[dict]:
     """Grade what is new or changed in `directory`; return the gradebook's rows (Gradebook.rows()).
 
     Without `grade_fn`, warm grading servers grade (autograder.grade.ServerPool), each call into
-    student code allowed `call_timeout` seconds."""
+    student code allowed `call_timeout` seconds; with `overlap` False each server prepares the next
+    submission's sandbox only once the current one is graded (one submission at a time per worker)."""
     directory, out = Path(directory), Path(out)
     if not directory.is_dir():
         raise BatchError(f"{directory} is not a folder: give a folder holding one folder or .zip "
@@ -102,7 +103,7 @@ def run_batch(directory: Path, out: Path, workers: int = 1, grade_fn: GradeFn | 
     if grade_fn is None:  # warm grading servers, one per worker thread
         from autograder.grade import ServerPool
 
-        pool = ServerPool(call_timeout=call_timeout)
+        pool = ServerPool(call_timeout=call_timeout, overlap=overlap)
         grade_fn = pool.grade
     console = console or Console()
     entries, ignored = submission_entries(directory)

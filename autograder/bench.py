@@ -1,12 +1,15 @@
 """Benchmarks of the grading loop: the trusted grader against nbgrader, and the student's `make test`.
 
-    python -m autograder.bench [--size 20] [--out build/bench_grader.md] [--no-nbgrader]
+    python -m autograder.bench [--size 20] [--out build/bench_grader.md] [--no-nbgrader] [--no-serial]
 
 All in one run, on one cohort of `--size` resource_accounting submissions built from the reference
 and its typical mistakes (autograder.cohort), so that every figure is measured under the same load:
 
 1. the trusted grader's `batch` (public and hidden tests, sandboxed worker per submission) with one
-   worker, then with two, each into a fresh gradebook;
+   worker, then with two, each into a fresh gradebook; then both again with `--no-overlap` (each
+   worker grades strictly one submission at a time), which shows how the work scales with workers
+   when one worker uses one core: by default a worker boots the next submission's sandbox while the
+   current one grades, and so already keeps about two cores busy;
 2. nbgrader's own `nbgrader autograde` (the real command) on the same submissions as notebooks of
    the nbgrader course (`make nbgrader`): each notebook is the released one with its module cells
    holding that submission's files, so both graders run the same code through the same tests;
@@ -76,14 +79,15 @@ def timed(command: list[str], cwd: Path) -> tuple[float, subprocess.CompletedPro
     return time.perf_counter() - started, done
 
 
-def trusted_batch(cohort_dir: Path, out: Path, workers: int) -> Row:
+def trusted_batch(cohort_dir: Path, out: Path, workers: int, overlap: bool = True) -> Row:
     """The grader's batch verb, as an instructor runs it, into a fresh gradebook."""
-    seconds, done = timed([sys.executable, "-m", "autograder", "batch", str(cohort_dir), "--out", str(out),
-                           "--workers", str(workers)], ROOT)
+    flags = ["--workers", str(workers)] + ([] if overlap else ["--no-overlap"])
+    seconds, done = timed([sys.executable, "-m", "autograder", "batch", str(cohort_dir), "--out", str(out), *flags], ROOT)
     if done.returncode != 0:
         raise RuntimeError(f"autograder batch failed (exit {done.returncode}):\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
     count = len(list(cohort_dir.iterdir()))
-    return Row(f"trusted grader, batch --workers {workers}", seconds, count, "public + hidden tests, sandboxed")
+    note = "public + hidden tests, sandboxed" + ("" if overlap else "; one submission at a time per worker")
+    return Row(f"trusted grader, batch {' '.join(flags)}", seconds, count, note)
 
 
 def notebooks_course(course: Path, submissions: list[Path]) -> None:
@@ -159,6 +163,11 @@ def ratios(rows: dict[str, Row]) -> list[str]:
     one, two = rows["batch1"], rows["batch2"]
     lines = [f"throughput gain of the second worker: {one.seconds / two.seconds:.2f}x "
              f"({one.per_item:.2f} s to {two.per_item:.2f} s per submission)"]
+    if "serial1" in rows:
+        s1, s2 = rows["serial1"], rows["serial2"]
+        lines.append(f"with --no-overlap (one submission at a time per worker), the second worker's gain: "
+                     f"{s1.seconds / s2.seconds:.2f}x ({s1.per_item:.2f} s to {s2.per_item:.2f} s per submission); "
+                     f"overlapping within one worker: {s1.seconds / one.seconds:.2f}x")
     if "nbgrader" in rows:
         nb = rows["nbgrader"]
         lines.append(f"nbgrader autograde / trusted batch, per submission: {nb.per_item / one.per_item:.2f}x with one "
@@ -175,7 +184,7 @@ def markdown(rows: list[Row], lines: list[str], size: int, host: str) -> str:
     return "\n".join(out + [""] + [f"- {line}" for line in lines]) + "\n"
 
 
-def run(size: int, out: Path, with_nbgrader: bool, console: Console) -> str:
+def run(size: int, out: Path, with_nbgrader: bool, console: Console, with_serial: bool = True) -> str:
     with tempfile.TemporaryDirectory(prefix="llmsys-bench-") as tmp:
         work = Path(tmp)
         submissions = build_cohort(work / "cohort", size)
@@ -183,6 +192,10 @@ def run(size: int, out: Path, with_nbgrader: bool, console: Console) -> str:
         console.print(f"grading {size} submissions with the trusted grader, one worker then two ...")
         measured["batch1"] = trusted_batch(work / "cohort", work / "grades-1", 1)
         measured["batch2"] = trusted_batch(work / "cohort", work / "grades-2", 2)
+        if with_serial:
+            console.print("again, each worker grading one submission at a time (--no-overlap) ...")
+            measured["serial1"] = trusted_batch(work / "cohort", work / "grades-s1", 1, overlap=False)
+            measured["serial2"] = trusted_batch(work / "cohort", work / "grades-s2", 2, overlap=False)
         if with_nbgrader:
             console.print("the same submissions as notebooks through nbgrader autograde ...")
             notebooks_course(work / "course", submissions)
@@ -213,10 +226,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=20, help="submissions in the cohort (default 20)")
     parser.add_argument("--out", type=Path, default=Path("build/bench_grader.md"), help="the Markdown table")
     parser.add_argument("--no-nbgrader", dest="nbgrader", action="store_false", help="leave nbgrader out")
+    parser.add_argument("--no-serial", dest="serial", action="store_false",
+                        help="leave out the --no-overlap runs (one submission at a time per worker)")
     args = parser.parse_args(argv)
     if args.size < 2:
         parser.error("--size must be at least 2 (two workers need two submissions)")
-    run(args.size, args.out, args.nbgrader, Console())
+    run(args.size, args.out, args.nbgrader, Console(), args.serial)
     return 0
 
 

@@ -2,7 +2,8 @@
 
 `grade` runs one submission in a runner of its own. A batch uses `ServerPool`: one long-lived runner
 (`python -m autograder.runner --serve`) per worker thread, which keeps torch, the reference and the
-test modules imported and forks a clean child per submission. Either way, if the runner fails (a
+test modules imported and forks a clean child per submission (the next one while the current one
+grades, unless `overlap=False`). Either way, if the runner fails (a
 bug of the grader, or the overall time limit), the report says so and has no tests, so a batch
 records the submission as an error and grades it again on the next run.
 """
@@ -73,8 +74,8 @@ def grade(submission: Path, out: Path | None = None, assignment: str | None = No
 class GradingServer:
     """One `runner --serve` process: submissions go in one at a time, reports come out."""
 
-    def __init__(self, call_timeout: float = 60.0, sandbox: str = "auto") -> None:
-        self.options = _options(call_timeout, sandbox)
+    def __init__(self, call_timeout: float = 60.0, sandbox: str = "auto", overlap: bool = True) -> None:
+        self.options = _options(call_timeout, sandbox) + ([] if overlap else ["--no-overlap"])
         self.proc: subprocess.Popen | None = None
         self.tmp = tempfile.TemporaryDirectory(prefix="llmsys-reports-")
         self.count = 0
@@ -115,8 +116,9 @@ class GradingServer:
 class ServerPool:
     """One GradingServer per calling thread (a batch's worker threads), closed together."""
 
-    def __init__(self, call_timeout: float = 60.0, sandbox: str = "auto", select: str | None = None) -> None:
-        self.options, self.select = {"call_timeout": call_timeout, "sandbox": sandbox}, select
+    def __init__(self, call_timeout: float = 60.0, sandbox: str = "auto", select: str | None = None,
+                 overlap: bool = True) -> None:
+        self.options, self.select = {"call_timeout": call_timeout, "sandbox": sandbox, "overlap": overlap}, select
         self.local, self.servers, self.lock = threading.local(), [], threading.Lock()
 
     def grade(self, submission: Path) -> GradeReport:

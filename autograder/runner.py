@@ -1,7 +1,7 @@
 """The trusted grading run of a submission: tests here, student code in a sandboxed worker.
 
     python -m autograder.runner SUBMISSION --report PATH [--assignment NAME] [--timeout S]
-    python -m autograder.runner --serve [--timeout S]      # one JSON job per line on stdin
+    python -m autograder.runner --serve [--timeout S] [--no-overlap]   # one JSON job per line on stdin
 
 Steps: a *slot* is made first (a stage folder, the worker library, and a worker already booting on
 an empty submission folder); then the submission is opened into that folder, scanned for forbidden
@@ -12,8 +12,9 @@ reference solutions (on sys.path, for the `reference` fixture) and never imports
 `--serve` grades many submissions without paying for interpreter start-up each time: it imports
 torch, the reference and the test modules once, then forks one child per submission, each from
 that clean, warm state (so nothing of one submission's grading reaches the next). The next child is
-forked, and its worker booted, while the current one grades. Every submission still gets its own
-sandbox and its own worker, never shared.
+forked, and its worker booted, while the current one grades (`--no-overlap` waits until it is done:
+one submission at a time, for measurements). Every submission still gets its own sandbox and its
+own worker, never shared.
 """
 
 from __future__ import annotations
@@ -221,8 +222,11 @@ class Ready:
         return os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
 
 
-def serve(timeout: float, sandbox: str) -> None:
-    """Grade one job per line of stdin (Job fields as JSON); answer one line per job on stdout."""
+def serve(timeout: float, sandbox: str, overlap: bool = True) -> None:
+    """Grade one job per line of stdin (Job fields as JSON); answer one line per job on stdout.
+
+    With `overlap`, the next child is forked (and its worker boots) while the current one grades;
+    without, only once the current one is done."""
     warm(known_assignments())
     gc.collect()
     gc.freeze()  # the warm heap stays out of the children's collections: no copy-on-write of all of it
@@ -230,8 +234,11 @@ def serve(timeout: float, sandbox: str) -> None:
     for line in sys.stdin:
         busy, job = ready, Job(**json.loads(line))
         busy.start(job)
-        ready = Ready(timeout, sandbox)
+        if overlap:
+            ready = Ready(timeout, sandbox)
         status = busy.wait(JOB_LIMIT)
+        if not overlap:
+            ready = Ready(timeout, sandbox)
         print(json.dumps({"report": job.report, "status": status}), flush=True)
     os.close(ready.write)  # end of input: the waiting child reads nothing and cleans up
     ready.wait(60)
@@ -247,9 +254,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sandbox", choices=policy.MODES, default="auto")
     parser.add_argument("--select", help="only the tests matching this pytest -k expression")
     parser.add_argument("--seed", type=int, help="the seed of the randomised tests (default: random)")
+    parser.add_argument("--no-overlap", dest="overlap", action="store_false",
+                        help="with --serve: prepare the next submission's sandbox only after the current one is graded")
     args = parser.parse_args(argv)
     if args.serve:
-        serve(args.timeout, args.sandbox)
+        serve(args.timeout, args.sandbox, args.overlap)
     elif args.submission and args.report:
         grade_one(Job(args.submission, args.report, args.assignment, args.select, args.seed), args.timeout, args.sandbox)
     else:

@@ -74,7 +74,15 @@ def test_batch_passes_its_timeout_to_the_grading_servers(tmp_path, monkeypatch):
     monkeypatch.setattr(autograder.grade, "ServerPool", toy_pool(toy_grade, created))
     make_cohort(tmp_path / "c", {"alice": 1})
     assert main(["batch", str(tmp_path / "c"), "--out", str(tmp_path / "o"), "--timeout", "7"]) == 0
-    assert created == [{"call_timeout": 7.0}]
+    assert created == [{"call_timeout": 7.0, "overlap": True}]
+
+
+def test_batch_without_overlap_asks_the_grading_servers_for_it(tmp_path, monkeypatch):
+    created = []
+    monkeypatch.setattr(autograder.grade, "ServerPool", toy_pool(toy_grade, created))
+    make_cohort(tmp_path / "c", {"alice": 1})
+    assert main(["batch", str(tmp_path / "c"), "--out", str(tmp_path / "o"), "--no-overlap"]) == 0
+    assert created == [{"call_timeout": 60.0, "overlap": False}]
 
 
 @pytest.mark.parametrize("argv", [

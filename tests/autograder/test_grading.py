@@ -174,6 +174,24 @@ def test_nothing_a_submission_started_is_left_running(graded):
     assert leftovers == []
 
 
+def test_a_server_without_overlap_grades_each_submission_in_turn(tmp_path):
+    """`batch --no-overlap` (for measurements): the next submission's child starts only after the
+    current one is done, and each still gets its own honest grade."""
+    members = [m for m in cohort.MEMBERS if m.name in ("correct", "stubs")]
+    paths = {p.name: p for p in cohort.build(tmp_path, [ASSIGNMENT], members)}
+    pool = ServerPool(select="memory and not hidden", overlap=False)
+    try:
+        reports = {name: pool.grade(paths[name]) for name in ("correct", "stubs")}
+        again = pool.grade(paths["correct"])
+    finally:
+        pool.close()
+    correct, stubs = reports["correct"], reports["stubs"]
+    assert correct.tests and [t.name for t in correct.tests] == [t.name for t in again.tests]
+    assert all(t.status == "passed" for t in correct.tests + again.tests)
+    assert [t.name for t in stubs.tests] == [t.name for t in correct.tests]
+    assert graded_points(stubs) == 0 and graded_points(correct) == graded_points(again) > 0
+
+
 def test_every_edit_of_the_mistakes_still_applies(tmp_path):
     cohort.build(tmp_path, None, cohort.MISTAKES)  # raises if the reference changed under an edit
 

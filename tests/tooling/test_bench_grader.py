@@ -52,3 +52,12 @@ def test_the_table_gives_seconds_per_submission_and_the_ratios():
     text = bench.markdown(list(measured.values()) + [bench.Row("student", 3.3)], lines, 20, "a machine")
     assert "| one | 40.0 | 2.00 |" in text and "| nb | 300.0 | 15.00 |" in text and "| student | 3.3 |  |" in text
     assert "Machine: a machine." in text and "- throughput gain" in text
+
+
+def test_the_runs_without_overlap_give_the_second_workers_gain_one_core_each():
+    measured = {"batch1": bench.Row("one", 40.0, 20), "batch2": bench.Row("two", 38.0, 20),
+                "serial1": bench.Row("s1", 60.0, 20), "serial2": bench.Row("s2", 32.0, 20)}
+    lines = bench.ratios(measured)
+    assert lines[0].startswith("throughput gain of the second worker: 1.05x")
+    assert "the second worker's gain: 1.88x (3.00 s to 1.60 s per submission)" in lines[1]
+    assert lines[1].endswith("overlapping within one worker: 1.50x")
