@@ -87,23 +87,25 @@ def _feed_file(sha, path: Path) -> None:
 
 
 def run_batch(directory: Path, out: Path, workers: int = 1, grade_fn: GradeFn | None = None, *,
-              call_timeout: float = 60.0, console: Console | None = None, overlap: bool = True) -> list[dict]:
+              call_timeout: float = 60.0, console: Console | None = None, overlap: str = "auto") -> list[dict]:
     """Grade what is new or changed in `directory`; return the gradebook's rows (Gradebook.rows()).
 
     Without `grade_fn`, warm grading servers grade (autograder.grade.ServerPool), each call into
-    student code allowed `call_timeout` seconds; with `overlap` False each server prepares the next
-    submission's sandbox only once the current one is graded (one submission at a time per worker)."""
+    student code allowed `call_timeout` seconds. `overlap` ("auto", "always", "never") says whether
+    each server boots the next submission's sandbox while the current one grades (autograder.grade.overlaps)."""
     directory, out = Path(directory), Path(out)
     if not directory.is_dir():
         raise BatchError(f"{directory} is not a folder: give a folder holding one folder or .zip "
                          "per submission")
     if workers < 1:
         raise BatchError(f"workers must be at least 1, got {workers}")
+    from autograder.grade import OVERLAP_CHOICES, ServerPool, overlaps
+
+    if overlap not in OVERLAP_CHOICES:
+        raise BatchError(f"overlap must be one of {', '.join(OVERLAP_CHOICES)}, got {overlap!r}")
     pool = None
     if grade_fn is None:  # warm grading servers, one per worker thread
-        from autograder.grade import ServerPool
-
-        pool = ServerPool(call_timeout=call_timeout, overlap=overlap)
+        pool = ServerPool(call_timeout=call_timeout, overlap=overlaps(overlap, workers))
         grade_fn = pool.grade
     console = console or Console()
     entries, ignored = submission_entries(directory)

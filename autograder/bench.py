@@ -1,15 +1,16 @@
 """Benchmarks of the grading loop: the trusted grader against nbgrader, and the student's `make test`.
 
-    python -m autograder.bench [--size 20] [--out build/bench_grader.md] [--no-nbgrader] [--no-serial]
+    python -m autograder.bench [--size 20] [--out build/bench_grader.md] [--no-nbgrader]
 
 All in one run, on one cohort of `--size` resource_accounting submissions built from the reference
 and its typical mistakes (autograder.cohort), so that every figure is measured under the same load:
 
 1. the trusted grader's `batch` (public and hidden tests, sandboxed worker per submission) with one
-   worker, then with two, each into a fresh gradebook; then both again with `--no-overlap` (each
-   worker grades strictly one submission at a time), which shows how the work scales with workers
-   when one worker uses one core: by default a worker boots the next submission's sandbox while the
-   current one grades, and so already keeps about two cores busy;
+   worker, then with two, each into a fresh gradebook, each way: `--overlap always` (a worker boots
+   the next submission's sandbox while the current one grades, and so keeps about two cores busy)
+   and `--overlap never` (strictly one submission at a time per worker: one core each, which shows
+   how grading scales with workers). The default, `auto`, is the first where the machine has two
+   cores per worker and the second otherwise;
 2. nbgrader's own `nbgrader autograde` (the real command) on the same submissions as notebooks of
    the nbgrader course (`make nbgrader`): each notebook is the released one with its module cells
    holding that submission's files, so both graders run the same code through the same tests;
@@ -38,6 +39,7 @@ from rich.console import Console
 from rich.table import Table
 
 from autograder import cohort
+from autograder.grade import cores, overlaps
 
 ASSIGNMENT = "resource_accounting"
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,15 +81,15 @@ def timed(command: list[str], cwd: Path) -> tuple[float, subprocess.CompletedPro
     return time.perf_counter() - started, done
 
 
-def trusted_batch(cohort_dir: Path, out: Path, workers: int, overlap: bool = True) -> Row:
+def trusted_batch(cohort_dir: Path, out: Path, workers: int, overlap: str) -> Row:
     """The grader's batch verb, as an instructor runs it, into a fresh gradebook."""
-    flags = ["--workers", str(workers)] + ([] if overlap else ["--no-overlap"])
+    flags = ["--workers", str(workers), "--overlap", overlap]
     seconds, done = timed([sys.executable, "-m", "autograder", "batch", str(cohort_dir), "--out", str(out), *flags], ROOT)
     if done.returncode != 0:
         raise RuntimeError(f"autograder batch failed (exit {done.returncode}):\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
     count = len(list(cohort_dir.iterdir()))
-    note = "public + hidden tests, sandboxed" + ("" if overlap else "; one submission at a time per worker")
-    return Row(f"trusted grader, batch {' '.join(flags)}", seconds, count, note)
+    auto = " (the default here)" if overlaps("auto", workers) == (overlap == "always") else ""
+    return Row(f"trusted grader, batch {' '.join(flags)}", seconds, count, f"public + hidden tests, sandboxed{auto}")
 
 
 def notebooks_course(course: Path, submissions: list[Path]) -> None:
@@ -155,23 +157,26 @@ def machine() -> str:
         pass
     import torch
 
-    return (f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, torch {torch.__version__}, "
+    return (f"{cpu}, {cores()} cores, Python {platform.python_version()}, torch {torch.__version__}, "
             f"{platform.system()} {platform.release()}")
 
 
-def ratios(rows: dict[str, Row]) -> list[str]:
-    one, two = rows["batch1"], rows["batch2"]
-    lines = [f"throughput gain of the second worker: {one.seconds / two.seconds:.2f}x "
-             f"({one.per_item:.2f} s to {two.per_item:.2f} s per submission)"]
-    if "serial1" in rows:
-        s1, s2 = rows["serial1"], rows["serial2"]
-        lines.append(f"with --no-overlap (one submission at a time per worker), the second worker's gain: "
-                     f"{s1.seconds / s2.seconds:.2f}x ({s1.per_item:.2f} s to {s2.per_item:.2f} s per submission); "
-                     f"overlapping within one worker: {s1.seconds / one.seconds:.2f}x")
+def ratios(rows: dict[str, Row], available: int | None = None) -> list[str]:
+    """The comparisons: the second worker's gain each way, the overlap's, and nbgrader against the
+    default (`--overlap auto` on a machine with `available` cores)."""
+    lines = []
+    for way in ("never", "always"):
+        one, two = rows[f"{way}1"], rows[f"{way}2"]
+        lines.append(f"throughput gain of the second worker, --overlap {way}: {one.seconds / two.seconds:.2f}x "
+                     f"({one.per_item:.2f} s to {two.per_item:.2f} s per submission)")
+    lines.append(f"overlap within one worker: {rows['never1'].seconds / rows['always1'].seconds:.2f}x")
+    default = {n: rows[("always" if overlaps("auto", n, available) else "never") + str(n)] for n in (1, 2)}
+    lines.append(f"the default (--overlap auto), one worker to two: {default[1].per_item:.2f} s to "
+                 f"{default[2].per_item:.2f} s per submission ({default[1].seconds / default[2].seconds:.2f}x)")
     if "nbgrader" in rows:
         nb = rows["nbgrader"]
-        lines.append(f"nbgrader autograde / trusted batch, per submission: {nb.per_item / one.per_item:.2f}x with one "
-                     f"worker, {nb.per_item / two.per_item:.2f}x with two")
+        lines.append(f"nbgrader autograde / trusted batch (default), per submission: "
+                     f"{nb.per_item / default[1].per_item:.2f}x with one worker, {nb.per_item / default[2].per_item:.2f}x with two")
     return lines
 
 
@@ -184,18 +189,15 @@ def markdown(rows: list[Row], lines: list[str], size: int, host: str) -> str:
     return "\n".join(out + [""] + [f"- {line}" for line in lines]) + "\n"
 
 
-def run(size: int, out: Path, with_nbgrader: bool, console: Console, with_serial: bool = True) -> str:
+def run(size: int, out: Path, with_nbgrader: bool, console: Console) -> str:
     with tempfile.TemporaryDirectory(prefix="llmsys-bench-") as tmp:
         work = Path(tmp)
         submissions = build_cohort(work / "cohort", size)
         measured: dict[str, Row] = {}
-        console.print(f"grading {size} submissions with the trusted grader, one worker then two ...")
-        measured["batch1"] = trusted_batch(work / "cohort", work / "grades-1", 1)
-        measured["batch2"] = trusted_batch(work / "cohort", work / "grades-2", 2)
-        if with_serial:
-            console.print("again, each worker grading one submission at a time (--no-overlap) ...")
-            measured["serial1"] = trusted_batch(work / "cohort", work / "grades-s1", 1, overlap=False)
-            measured["serial2"] = trusted_batch(work / "cohort", work / "grades-s2", 2, overlap=False)
+        for way in ("always", "never"):
+            console.print(f"grading {size} submissions with the trusted grader, --overlap {way}, one worker then two ...")
+            for n in (1, 2):
+                measured[f"{way}{n}"] = trusted_batch(work / "cohort", work / f"grades-{way}-{n}", n, way)
         if with_nbgrader:
             console.print("the same submissions as notebooks through nbgrader autograde ...")
             notebooks_course(work / "course", submissions)
@@ -211,7 +213,7 @@ def run(size: int, out: Path, with_nbgrader: bool, console: Console, with_serial
     for row in rows:
         table.add_row(row.what, f"{row.seconds:.1f}", f"{row.per_item:.2f}" if row.count > 1 else "", row.note)
     console.print(table)
-    lines = ratios(measured)
+    lines = ratios(measured, cores())
     for line in lines:
         console.print(line)
     text = markdown(rows, lines, size, host)
@@ -226,12 +228,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=20, help="submissions in the cohort (default 20)")
     parser.add_argument("--out", type=Path, default=Path("build/bench_grader.md"), help="the Markdown table")
     parser.add_argument("--no-nbgrader", dest="nbgrader", action="store_false", help="leave nbgrader out")
-    parser.add_argument("--no-serial", dest="serial", action="store_false",
-                        help="leave out the --no-overlap runs (one submission at a time per worker)")
     args = parser.parse_args(argv)
     if args.size < 2:
         parser.error("--size must be at least 2 (two workers need two submissions)")
-    run(args.size, args.out, args.nbgrader, Console(), args.serial)
+    run(args.size, args.out, args.nbgrader, Console())
     return 0
 
 

@@ -1,7 +1,7 @@
 """The command line, a thin face over the two verbs:
 
     python -m autograder grade SUBMISSION [--assignment NAME] [--out DIR] [--timeout S] [--select EXPR] [--seed N]
-    python -m autograder batch DIR --out OUT [--workers N] [--timeout S] [--no-overlap]
+    python -m autograder batch DIR --out OUT [--workers N] [--timeout S] [--overlap auto|always|never]
     python -m autograder nbgrader COURSE_DIR ASSIGNMENT [--workers N] [--timeout S]
 
 Exit codes: 0 when grading completed, whatever the score; 1 when the grader itself failed on a
@@ -59,9 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="submissions graded at once (default 1)")
     batch.add_argument("--timeout", type=_positive(float), default=DEFAULT_TIMEOUT, metavar="S",
                        help=f"seconds allowed for each call into student code (default {DEFAULT_TIMEOUT:g})")
-    batch.add_argument("--no-overlap", dest="overlap", action="store_false",
-                       help="each worker prepares the next submission's sandbox only after the current one is "
-                       "graded (slower; for measuring how grading scales with workers)")
+    batch.add_argument("--overlap", choices=("auto", "always", "never"), default="auto",
+                       help="whether each worker boots the next submission's sandbox while the current one is "
+                       "graded, which keeps about two cores busy per worker; auto (the default) does so when "
+                       "the machine has two cores per worker")
     batch.set_defaults(command=batch_command, parser=batch)
     course = verbs.add_parser("nbgrader", help="grade an nbgrader course's submitted notebooks into its gradebook")
     course.add_argument("course", type=Path, help="the nbgrader course directory (with nbgrader_config.py)")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -24,6 +25,28 @@ from autograder.submission import submission_name
 
 ROOT = Path(__file__).resolve().parents[1]
 OVERALL_LIMIT = 3600.0
+OVERLAP_CHOICES = ("auto", "always", "never")
+
+
+def cores() -> int:
+    """The cores this process may run on (a container's share, where the platform says)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def overlaps(choice: str, workers: int, available: int | None = None) -> bool:
+    """Whether each grading server boots the next submission's sandbox while the current one grades.
+
+    Overlapping keeps about two cores busy per worker: "auto" overlaps only where every worker has
+    that second core (2 x workers <= cores); otherwise the workers would only slow each other down.
+    """
+    if choice not in OVERLAP_CHOICES:
+        raise ValueError(f"overlap must be one of {', '.join(OVERLAP_CHOICES)}, got {choice!r}")
+    if choice == "auto":
+        return 2 * workers <= (available if available is not None else cores())
+    return choice == "always"
 
 
 def _options(call_timeout: float, sandbox: str) -> list[str]:

@@ -74,15 +74,27 @@ def test_batch_passes_its_timeout_to_the_grading_servers(tmp_path, monkeypatch):
     monkeypatch.setattr(autograder.grade, "ServerPool", toy_pool(toy_grade, created))
     make_cohort(tmp_path / "c", {"alice": 1})
     assert main(["batch", str(tmp_path / "c"), "--out", str(tmp_path / "o"), "--timeout", "7"]) == 0
-    assert created == [{"call_timeout": 7.0, "overlap": True}]
+    assert created == [{"call_timeout": 7.0, "overlap": autograder.grade.overlaps("auto", 1)}]
 
 
-def test_batch_without_overlap_asks_the_grading_servers_for_it(tmp_path, monkeypatch):
+@pytest.mark.parametrize("flags, expected", [(["--overlap", "never"], False), (["--overlap", "always"], True),
+                                             (["--workers", "3", "--overlap", "always"], True)])
+def test_batch_passes_the_overlap_asked_for_to_the_grading_servers(tmp_path, monkeypatch, flags, expected):
     created = []
     monkeypatch.setattr(autograder.grade, "ServerPool", toy_pool(toy_grade, created))
     make_cohort(tmp_path / "c", {"alice": 1})
-    assert main(["batch", str(tmp_path / "c"), "--out", str(tmp_path / "o"), "--no-overlap"]) == 0
-    assert created == [{"call_timeout": 60.0, "overlap": False}]
+    assert main(["batch", str(tmp_path / "c"), "--out", str(tmp_path / "o"), *flags]) == 0
+    assert created == [{"call_timeout": 60.0, "overlap": expected}]
+
+
+def test_auto_overlap_only_where_every_worker_has_two_cores():
+    from autograder.grade import overlaps
+
+    assert overlaps("auto", 1, available=2) and overlaps("auto", 2, available=4)
+    assert not overlaps("auto", 2, available=2) and not overlaps("auto", 1, available=1)
+    assert overlaps("always", 8, available=1) and not overlaps("never", 1, available=64)
+    with pytest.raises(ValueError, match="overlap must be one of auto, always, never, got 'yes'"):
+        overlaps("yes", 1)
 
 
 @pytest.mark.parametrize("argv", [

@@ -233,6 +233,13 @@ def test_batch_refuses_a_missing_folder(tmp_path):
         run_batch(tmp_path / "missing", tmp_path / "out", grade_fn=toy_grade, console=quiet())
 
 
+def test_batch_refuses_an_unknown_overlap(tmp_path):
+    make_cohort(tmp_path / "c", {"alice": 1})
+    with pytest.raises(BatchError, match="overlap must be one of auto, always, never, got 'sometimes'"):
+        run_batch(tmp_path / "c", tmp_path / "out", grade_fn=toy_grade, console=quiet(), overlap="sometimes")
+    assert not (tmp_path / "out" / "gradebook.sqlite").exists()
+
+
 def test_a_server_that_does_not_stop_is_killed_and_the_others_still_close(tmp_path):
     from autograder.grade import GradingServer, ServerPool
 

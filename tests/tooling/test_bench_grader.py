@@ -43,21 +43,28 @@ def test_each_nbgrader_notebook_holds_exactly_its_submissions_code(tmp_path):
         assert {rel: data for rel, data in files.items() if not rel.endswith("__init__.py")} == modules(path)
 
 
+def rows(**seconds: float) -> dict[str, bench.Row]:
+    return {name: bench.Row(name, value, 20) for name, value in seconds.items()}
+
+
 def test_the_table_gives_seconds_per_submission_and_the_ratios():
-    measured = {"batch1": bench.Row("one", 40.0, 20), "batch2": bench.Row("two", 25.0, 20),
-                "nbgrader": bench.Row("nb", 300.0, 20)}
-    lines = bench.ratios(measured)
-    assert lines[0].startswith("throughput gain of the second worker: 1.60x (2.00 s to 1.25 s")
-    assert "7.50x with one worker, 12.00x with two" in lines[1]
+    measured = rows(always1=40.0, always2=38.0, never1=60.0, never2=32.0, nbgrader=300.0)
+    lines = bench.ratios(measured, available=2)
+    assert lines[0] == "throughput gain of the second worker, --overlap never: 1.88x (3.00 s to 1.60 s per submission)"
+    assert lines[1] == "throughput gain of the second worker, --overlap always: 1.05x (2.00 s to 1.90 s per submission)"
+    assert lines[2] == "overlap within one worker: 1.50x"
+    # On 2 cores the default overlaps with one worker, not with two.
+    assert lines[3] == "the default (--overlap auto), one worker to two: 2.00 s to 1.60 s per submission (1.25x)"
+    assert lines[4].endswith("7.50x with one worker, 9.38x with two")
     text = bench.markdown(list(measured.values()) + [bench.Row("student", 3.3)], lines, 20, "a machine")
-    assert "| one | 40.0 | 2.00 |" in text and "| nb | 300.0 | 15.00 |" in text and "| student | 3.3 |  |" in text
+    assert "| always1 | 40.0 | 2.00 |" in text and "| nbgrader | 300.0 | 15.00 |" in text
+    assert "| student | 3.3 |  |" in text
     assert "Machine: a machine." in text and "- throughput gain" in text
 
 
-def test_the_runs_without_overlap_give_the_second_workers_gain_one_core_each():
-    measured = {"batch1": bench.Row("one", 40.0, 20), "batch2": bench.Row("two", 38.0, 20),
-                "serial1": bench.Row("s1", 60.0, 20), "serial2": bench.Row("s2", 32.0, 20)}
-    lines = bench.ratios(measured)
-    assert lines[0].startswith("throughput gain of the second worker: 1.05x")
-    assert "the second worker's gain: 1.88x (3.00 s to 1.60 s per submission)" in lines[1]
-    assert lines[1].endswith("overlapping within one worker: 1.50x")
+def test_the_default_compared_is_the_one_auto_picks_for_the_machine():
+    measured = rows(always1=40.0, always2=22.0, never1=60.0, never2=32.0)
+    assert bench.ratios(measured, available=4)[3].startswith("the default (--overlap auto), one worker to two: "
+                                                             "2.00 s to 1.10 s")
+    assert bench.ratios(measured, available=1)[3].startswith("the default (--overlap auto), one worker to two: "
+                                                             "3.00 s to 1.60 s")
