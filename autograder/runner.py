@@ -12,9 +12,9 @@ reference solutions (on sys.path, for the `reference` fixture) and never imports
 `--serve` grades many submissions without paying for interpreter start-up each time: it imports
 torch, the reference and the test modules once, then forks one child per submission, each from
 that clean, warm state (so nothing of one submission's grading reaches the next). The next child is
-forked, and its worker booted, while the current one grades (`--no-overlap` waits until it is done:
-one submission at a time, for measurements). Every submission still gets its own sandbox and its
-own worker, never shared.
+forked, and its worker booted, while the current one grades (`--no-overlap` waits until it is
+done: one submission at a time; `batch --overlap` chooses). Every submission still gets its own
+sandbox and its own worker, never shared.
 """
 
 from __future__ import annotations

@@ -175,8 +175,8 @@ def test_nothing_a_submission_started_is_left_running(graded):
 
 
 def test_a_server_without_overlap_grades_each_submission_in_turn(tmp_path):
-    """`batch --no-overlap` (for measurements): the next submission's child starts only after the
-    current one is done, and each still gets its own honest grade."""
+    """Without overlap (`batch --overlap never`, and the default where cores are few), the next
+    submission's child starts only after the current one is done; each still gets its own honest grade."""
     members = [m for m in cohort.MEMBERS if m.name in ("correct", "stubs")]
     paths = {p.name: p for p in cohort.build(tmp_path, [ASSIGNMENT], members)}
     pool = ServerPool(select="memory and not hidden", overlap=False)
