@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from autograder.grade import OVERLAP_CHOICES
 from autograder.report.terminal import gradebook_table, print_report
 
 DEFAULT_TIMEOUT = 60.0
@@ -59,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="submissions graded at once (default 1)")
     batch.add_argument("--timeout", type=_positive(float), default=DEFAULT_TIMEOUT, metavar="S",
                        help=f"seconds allowed for each call into student code (default {DEFAULT_TIMEOUT:g})")
-    batch.add_argument("--overlap", choices=("auto", "always", "never"), default="auto",
+    batch.add_argument("--overlap", choices=OVERLAP_CHOICES, default="auto",
                        help="whether each worker boots the next submission's sandbox while the current one is "
                        "graded, which keeps about two cores busy per worker; auto (the default) does so when "
                        "the machine has two cores per worker")

@@ -3,9 +3,9 @@
 `grade` runs one submission in a runner of its own. A batch uses `ServerPool`: one long-lived runner
 (`python -m autograder.runner --serve`) per worker thread, which keeps torch, the reference and the
 test modules imported and forks a clean child per submission (the next one while the current one
-grades, unless `overlap=False`). Either way, if the runner fails (a
-bug of the grader, or the overall time limit), the report says so and has no tests, so a batch
-records the submission as an error and grades it again on the next run.
+grades, unless `overlap=False`). Either way, if the runner fails (a bug of the grader, or the
+overall time limit), the report says so and has no tests, so a batch records the submission as an
+error and grades it again on the next run.
 """
 
 from __future__ import annotations
