@@ -99,13 +99,15 @@ def run_batch(directory: Path, out: Path, workers: int = 1, grade_fn: GradeFn | 
                          "per submission")
     if workers < 1:
         raise BatchError(f"workers must be at least 1, got {workers}")
-    from autograder.grade import OVERLAP_CHOICES, ServerPool, overlaps
+    from autograder.grade import ServerPool, overlaps
 
-    if overlap not in OVERLAP_CHOICES:
-        raise BatchError(f"overlap must be one of {', '.join(OVERLAP_CHOICES)}, got {overlap!r}")
+    try:
+        overlapping = overlaps(overlap, workers)
+    except ValueError as exc:
+        raise BatchError(str(exc)) from None
     pool = None
     if grade_fn is None:  # warm grading servers, one per worker thread
-        pool = ServerPool(call_timeout=call_timeout, overlap=overlaps(overlap, workers))
+        pool = ServerPool(call_timeout=call_timeout, overlap=overlapping)
         grade_fn = pool.grade
     console = console or Console()
     entries, ignored = submission_entries(directory)
