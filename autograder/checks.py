@@ -19,6 +19,14 @@ reference.py does not drag in reference.py's softmax. A required name must be us
 task that is still a stub (`raise NotImplementedError`) is left to fail as not implemented.
 Names built at run time (concatenated strings, computed `eval` text) are beyond a static check;
 the hidden tests measure what such code would fake.
+
+Every package of the submission is read (`scan_packages`), so an import of the other assignment's
+package is followed like one within the package. Only plain source can be checked: a module file
+Python would import without it being source (an extension module, bytecode, a .pth file) fails
+everything, and a .py file the check cannot read (it does not parse, even at the depth the worker
+could compile it; too large; names too tangled to follow) fails every task whose code can reach it.
+The check has budgets of its own: source size, alias sets, and a deadline for the whole scan; a
+submission over one gets a message saying which, and no points for what it affects.
 """
 
 from __future__ import annotations
@@ -26,6 +34,9 @@ from __future__ import annotations
 import ast
 import io
 import re
+import sys
+import threading
+import time
 import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +47,16 @@ NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n|$)")  # the line ends Python's tokenizer knows
 MAX_EXPRESSION = 100
 ALIAS_ROUNDS = 5  # `G = F` after `F = torch.nn.functional`: enough for any real chain of aliases
+MAX_ALIASES = 64  # what one name may stand for; real code binds a name to a handful of things
+MAX_FILE_SOURCE = 1 << 20  # bytes of one .py file the check reads (a hand-written module is far smaller)
+MAX_SOURCE = 8 << 20  # bytes of all .py files together
+SCAN_SECONDS = 60.0  # the whole scan of one submission
+# Parsing runs in a thread of its own with a deep stack, at a recursion limit at least as high as the
+# worker could compile at (Python's parser refuses deeper nesting by itself), so that nothing the
+# worker can import is unreadable here.
+PARSE_STACK = 512 << 20
+PARSE_RECURSION = 100_000
+NOT_SOURCE = (".so", ".pyd", ".dll", ".dylib", ".pyc", ".pyo", ".pth", ".egg", ".whl", ".zip")
 
 
 @dataclass(frozen=True)
@@ -68,8 +89,7 @@ GRADER_RULE = Rule(
 @dataclass(frozen=True)
 class Violation:
     """One finding. `blocks`: the modules or tasks (as its rule names them) whose tests it fails, "*"
-    for all. A file that does not parse is a problem, not a violation: it blocks nothing, as importing
-    it fails its tests anyway."""
+    for all. A file the check cannot read (rule "syntax") blocks the modules whose code can reach it."""
 
     rule: str
     file: str
@@ -104,15 +124,80 @@ class Module:
 
 def scan(package_root: Path, package: str, rules: list[Rule]) -> list[Violation]:
     """Check every .py file below `package_root` (the folder of package `package`) against `rules`."""
-    package_root = Path(package_root)
-    if not package_root.is_dir():
-        return []
-    paths = sorted(p for p in package_root.rglob("*.py") if p.is_file())
-    modules = {m.name: m for m in (_parse(path, package_root, package) for path in paths)}
-    found = [Violation("syntax", m.file, m.problem_line, "", (), m.problem) for m in modules.values() if m.problem]
-    for rule in [GRADER_RULE, *rules]:
-        found += _forbidden(rule, modules, package) + _missing(rule, modules, package)
+    return scan_packages({package: Path(package_root)}, {package: rules})
+
+
+def scan_packages(folders: dict[str, Path], rules: dict[str, list[Rule]],
+                  seconds: float = SCAN_SECONDS) -> list[Violation]:
+    """Check the packages `folders` ({package: its folder}) together: the rules of each package in
+    `rules` follow imports into the others, and the grader rule applies to all of them."""
+    budget = _Budget(time.monotonic() + seconds)
+    try:
+        return _scan(folders, rules, budget)
+    except _OverBudget as exc:
+        return [Violation("budget", "", 0, "", (EVERY_MODULE,), f"static check: {exc}; nothing of this submission "
+                          "is graded: submit the package folders with hand-written source only")]
+
+
+def _scan(folders: dict[str, Path], rules: dict[str, list[Rule]], budget: "_Budget") -> list[Violation]:
+    modules: dict[str, Module] = {}
+    found: list[Violation] = []
+    for package, root in sorted(folders.items()):
+        root = Path(root)
+        if not root.is_dir():
+            continue
+        files = sorted(p for p in root.rglob("*") if p.is_file())
+        found += [_not_source(package, p.relative_to(root).as_posix()) for p in files if _is_not_source(p)]
+        for path in (p for p in files if p.suffix == ".py"):
+            module = _parse(path, root, package, budget)
+            modules[module.name] = module
+    affected = _affected([m for m in modules.values() if m.problem], modules, folders, budget)
+    for module in (m for m in modules.values() if m.problem):
+        found.append(Violation("syntax", module.file, module.problem_line, "", affected[module.name], module.problem))
+    found += _forbidden(GRADER_RULE, modules, "", budget)
+    for package, package_rules in sorted(rules.items()):
+        for rule in package_rules:
+            found += _forbidden(rule, modules, package, budget) + _missing(rule, modules, package, budget)
     return found
+
+
+def _is_not_source(path: Path) -> bool:
+    return path.name.endswith(NOT_SOURCE) or ".so." in path.name
+
+
+def _not_source(package: str, rel: str) -> Violation:
+    return Violation("not source", rel, 0, "", (EVERY_MODULE,), f"{package}/{rel}: not plain source (an extension "
+                     "module, bytecode or a .pth file), which Python may import instead of the source the static "
+                     "check reads: remove it and submit .py files only")
+
+
+def _affected(problems: list[Module], modules: dict[str, Module], folders: dict[str, Path],
+              budget: _Budget) -> dict[str, tuple[str, ...]]:
+    """{module that cannot be read: the modules (as tasks name them: "flops") whose code can reach it}."""
+    if not problems:
+        return {}
+    entries = [n for n in modules if n.partition(".")[0] in folders and n.count(".") == 1]
+    reaches = {n: _reach([(n, modules[n].defs | {None})], modules, budget) for n in entries}
+    return {m.name: tuple(sorted(n.partition(".")[2] for n, reach in reaches.items() if m.name in reach))
+            for m in problems}
+
+
+class _OverBudget(Exception):
+    """The scan of one submission ran out of time or read more source than it may."""
+
+
+class _Budget:
+    def __init__(self, deadline: float) -> None:
+        self.deadline, self.source = deadline, 0
+
+    def check(self) -> None:
+        if time.monotonic() > self.deadline:
+            raise _OverBudget(f"the scan took longer than {SCAN_SECONDS:g} s")
+
+    def read(self, size: int) -> None:
+        self.source += size
+        if self.source > MAX_SOURCE:
+            raise _OverBudget(f"the packages hold more than {MAX_SOURCE >> 20} MB of Python source")
 
 
 def blocked(violations: list[Violation], task: str) -> list[Violation]:
@@ -123,22 +208,63 @@ def blocked(violations: list[Violation], task: str) -> list[Violation]:
 
 # --- Reading a file ---------------------------------------------------------------------------------
 
-def _parse(path: Path, package_root: Path, package: str) -> Module:
+def _parse(path: Path, package_root: Path, package: str, budget: _Budget) -> Module:
     rel = path.relative_to(package_root)
     name = ".".join([package, *rel.parent.parts] + ([] if rel.stem == "__init__" else [rel.stem]))
     file = rel.as_posix()
+    budget.check()
+    if path.stat().st_size > MAX_FILE_SOURCE:
+        return Module(name, file, [], set(), problem=f"{file}: larger than {MAX_FILE_SOURCE >> 20} MB of source, "
+                      "more than the static check reads: a hand-written module is far smaller; split or shorten it")
     data = path.read_bytes()
+    budget.read(len(data))
     try:
-        tree = ast.parse(data, filename=file)
+        tree = _parse_deep(data, file)
     except SyntaxError as exc:
         return Module(name, file, [], set(), problem=f"{file} line {exc.lineno}: does not parse ({exc.msg}); it will "
                       f"fail to import: fix it (`python -m py_compile {file}` shows the error)",
                       problem_line=exc.lineno or 0)
     except (ValueError, RecursionError, MemoryError) as exc:
-        return Module(name, file, [], set(), problem=f"{file}: cannot be parsed ({type(exc).__name__}: {exc}); it will "
-                      "fail to import: fix it")
+        return Module(name, file, [], set(), problem=f"{file}: cannot be parsed ({type(exc).__name__}: "
+                      f"{str(exc)[:200]}); it is nested too deeply or is not source: fix it")
     context = name if rel.stem == "__init__" else name.rpartition(".")[0]
-    return _Reader(tree, _text(data), context).module(name, file)
+    try:
+        return _Reader(tree, _text(data), context, budget).module(name, file)
+    except _Tangled as exc:
+        return Module(name, file, [], set(), problem=f"{file} line {exc.line}: `{exc.name}` may stand for more than "
+                      f"{MAX_ALIASES} things through its assignments, more than the static check follows: give "
+                      "each meaning a name of its own", problem_line=exc.line)
+
+
+def _parse_deep(data: bytes, file: str) -> ast.Module:
+    """ast.parse in a thread with a deep stack and a high recursion limit (restored after)."""
+    result: list = []
+
+    def run() -> None:
+        try:
+            result.append(ast.parse(data, filename=file))
+        except BaseException as exc:  # noqa: BLE001  (handed to the caller)
+            result.append(exc)
+
+    limit = sys.getrecursionlimit()
+    old_stack = threading.stack_size(PARSE_STACK)
+    try:
+        sys.setrecursionlimit(max(limit, PARSE_RECURSION))
+        thread = threading.Thread(target=run, name="parse")
+        thread.start()
+    finally:
+        threading.stack_size(old_stack)
+    thread.join()
+    sys.setrecursionlimit(limit)
+    if isinstance(result[0], BaseException):
+        raise result[0]
+    return result[0]
+
+
+class _Tangled(Exception):
+    def __init__(self, name: str, line: int) -> None:
+        super().__init__(name)
+        self.name, self.line = name, line
 
 
 def _text(data: bytes) -> str:
@@ -154,12 +280,14 @@ class _Reader:
     """One parsed file: its aliases, then every reference it makes. It walks the tree with ast.walk,
     not recursion, so that a deeply nested expression cannot crash the check and hide a call."""
 
-    def __init__(self, tree: ast.Module, text: str, context: str) -> None:
+    def __init__(self, tree: ast.Module, text: str, context: str, budget: _Budget) -> None:
+        self.budget = budget
         # Byte strings: an AST column offset counts UTF-8 bytes. Split once (ast.get_source_segment
         # splits the whole file on every call).
         self.lines = [line.encode("utf-8", "replace") for line in LINE.findall(text)]
         self.context = context
         self.nodes = list(ast.walk(tree))
+        budget.check()
         self.owner: dict[int, str] = {}
         for statement in tree.body:
             if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -206,31 +334,42 @@ class _Reader:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 bound = alias.asname or alias.name.partition(".")[0]
-                self.aliases.setdefault(bound, set()).add(alias.name if alias.asname else bound)
+                self._bind(bound, alias.name if alias.asname else bound, node.lineno)
             return [self._reference(node, [a.name for a in node.names], "import")]
         if not isinstance(node, ast.ImportFrom):
             return []
         base = self._absolute(node.module, node.level)
         if node.names[0].name == "*":
             self.stars.append(base)
+            if len(self.stars) > MAX_ALIASES:
+                raise _Tangled("*", node.lineno)
             return [self._reference(node, [base], "star")]
         targets = [f"{base}.{alias.name}" for alias in node.names]
         for alias, target in zip(node.names, targets):
-            self.aliases.setdefault(alias.asname or alias.name, set()).add(target)
+            self._bind(alias.asname or alias.name, target, node.lineno)
         return [self._reference(node, targets, "import")]
+
+    def _bind(self, name: str, target: str, line: int) -> None:
+        bound = self.aliases.setdefault(name, set())
+        bound.add(target)
+        if len(bound) > MAX_ALIASES:
+            raise _Tangled(name, line)
 
     def _assignments(self) -> None:
         """`F = torch.nn.functional` makes F an alias too."""
-        pairs = [(t.id, n.value) for n in self.nodes if isinstance(n, (ast.Assign, ast.AnnAssign))
+        pairs = [(t.id, n.value, n.lineno) for n in self.nodes if isinstance(n, (ast.Assign, ast.AnnAssign))
                  for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)]
         for _ in range(ALIAS_ROUNDS):
             grown = False
-            for target, value in pairs:
+            self.budget.check()
+            for target, value, line in pairs:
                 aliased, written, starred = self._candidates(value)
                 names = set(aliased or starred) or ({written} if written else set())
                 if not names <= self.aliases.get(target, set()):
                     self.aliases.setdefault(target, set()).update(names)
                     grown = True
+                    if len(self.aliases[target]) > MAX_ALIASES:
+                        raise _Tangled(target, line)
             if not grown:
                 return
 
@@ -312,11 +451,15 @@ def _start(entry: str, modules: dict[str, Module], package: str) -> tuple[str, s
     return module.name, ({None, task} if task else module.defs | {None})
 
 
-def _reach(start: tuple[str, set[str | None]], modules: dict[str, Module]) -> dict[str, set[str | None]]:
-    """{module: the parts of it that `start` can run}; None is module-level code."""
+def _reach(starts: list[tuple[str, set[str | None]]], modules: dict[str, Module],
+           budget: _Budget | None = None) -> dict[str, set[str | None]]:
+    """{module: the parts of it that `starts` can run}; None is module-level code."""
     reach: dict[str, set[str | None]] = {}
-    pending = [start] + [(name, {None}) for name, _ in _imported(start[0], modules) if name != start[0]]
+    pending = list(starts) + [(name, {None}) for start in starts for name, _ in _imported(start[0], modules)
+                              if name != start[0]]
     while pending:
+        if budget is not None:
+            budget.check()
         name, parts = pending.pop()
         module = modules[name]
         new = parts - reach.get(name, set())
@@ -331,14 +474,20 @@ def _reach(start: tuple[str, set[str | None]], modules: dict[str, Module]) -> di
     return reach
 
 
-def _coverage(rule: Rule, modules: dict[str, Module], package: str) -> dict[str, dict[str | None, set[str]]]:
-    """{module: {part: the rule's entries (modules or tasks) that can run that part}}."""
-    if EVERY_MODULE in rule.modules:
+def _coverage(rule: Rule, modules: dict[str, Module], package: str,
+              budget: _Budget) -> dict[str, dict[str | None, set[str]]]:
+    """{module: {part: the rule's entries (modules or tasks) that can run that part}}. The grader rule
+    (package "") covers every module read; another rule for "*" covers its package and what that reaches."""
+    if not package:
         return {name: {part: {EVERY_MODULE} for part in m.defs | {None}} for name, m in modules.items()}
     coverage: dict[str, dict[str | None, set[str]]] = {}
     for entry in rule.modules:
-        start = _start(entry, modules, package)
-        for name, parts in _reach(start, modules).items() if start else ():
+        if entry == EVERY_MODULE:
+            starts = [(name, m.defs | {None}) for name, m in modules.items() if name.partition(".")[0] == package]
+        else:
+            start = _start(entry, modules, package)
+            starts = [start] if start else []
+        for name, parts in _reach(starts, modules, budget).items() if starts else ():
             for part in parts:
                 coverage.setdefault(name, {}).setdefault(part, set()).add(entry)
     return coverage
@@ -366,16 +515,16 @@ def _used(rule: Rule, reference: Reference) -> str:
     return ""
 
 
-def _forbidden(rule: Rule, modules: dict[str, Module], package: str) -> list[Violation]:
+def _forbidden(rule: Rule, modules: dict[str, Module], package: str, budget: _Budget) -> list[Violation]:
     found, lines = [], set()
-    for name, parts in sorted(_coverage(rule, modules, package).items()) if rule.forbidden else ():
+    for name, parts in sorted(_coverage(rule, modules, package, budget).items()) if rule.forbidden else ():
         module = modules[name]
         for reference in (r for r in module.references if r.owner in parts):
             used = _used(rule, reference)
-            if used and (module.file, reference.line) not in lines:
-                lines.add((module.file, reference.line))
+            if used and (module.name, reference.line) not in lines:
+                lines.add((module.name, reference.line))
                 blocks = tuple(sorted(parts[reference.owner]))
-                found.append(Violation(rule.name, module.file, reference.line, reference.expression, blocks,
+                found.append(Violation(rule.name, _file(module, package), reference.line, reference.expression, blocks,
                                        _message(rule, module, reference, used, blocks, package)))
     return found
 
@@ -386,9 +535,16 @@ def _message(rule: Rule, module: Module, reference: Reference, used: str, blocks
     if used not in reference.expression:
         written += f" ({'imports' if reference.kind in ('import', 'star') else 'names'} `{used}`)"
     where = "any module" if EVERY_MODULE in blocks else " and ".join(_place(b) for b in blocks)
+    file = _file(module, package)
     if EVERY_MODULE not in blocks and module.name not in {f"{package}.{b.partition('.')[0]}" for b in blocks}:
-        where += f", which uses {module.file}"
-    return f"{module.file} line {reference.line}: {written} is forbidden in {where} ({rule.reason})"
+        where += f", which uses {file}"
+    return f"{file} line {reference.line}: {written} is forbidden in {where} ({rule.reason})"
+
+
+def _file(module: Module, package: str) -> str:
+    """The module's file as a rule of `package` names it: relative to that package, else with its own."""
+    own = module.name.partition(".")[0]
+    return module.file if own == package or not package else f"{own}/{module.file}"
 
 
 def _place(entry: str) -> str:
@@ -396,14 +552,14 @@ def _place(entry: str) -> str:
     return entry if "." in entry else f"{entry}.py"
 
 
-def _missing(rule: Rule, modules: dict[str, Module], package: str) -> list[Violation]:
+def _missing(rule: Rule, modules: dict[str, Module], package: str, budget: _Budget) -> list[Violation]:
     """A required name that a covered module, with the code it imports, never uses."""
     found = []
     for entry in rule.modules if rule.required else ():
         start = _start(entry, modules, package)
         if start is None or not start[1] - {None} - modules[start[0]].stubs:
             continue  # missing, or not written yet: its tests say so
-        reach = _reach(start, modules)
+        reach = _reach([start], modules, budget)
         if any(modules[name].problem for name in reach):
             continue  # it does not parse: that problem is reported instead
         uses = [n for name, parts in reach.items() for r in modules[name].references

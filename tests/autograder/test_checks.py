@@ -180,11 +180,12 @@ def test_a_required_name_used_in_a_helper_module_counts(tmp_path):
     assert flash(tmp_path, files) == []
 
 
-def test_a_file_that_does_not_parse_is_a_problem_that_blocks_nothing(tmp_path):
-    found = flops(tmp_path, "def matmul_flops(m, n, p):\n    return 2 * m * n * p\n\nif True\n    pass\n")
-    assert [(v.rule, v.file, v.line, v.blocks) for v in found] == [("syntax", "flops.py", 4, ())]
+def test_a_file_that_does_not_parse_blocks_the_modules_that_reach_it(tmp_path):
+    found = flops(tmp_path, "def matmul_flops(m, n, p):\n    return 2 * m * n * p\n\nif True\n    pass\n",
+                  **{"memory.py": "x = 1\n"})
+    assert [(v.rule, v.file, v.line, v.blocks) for v in found] == [("syntax", "flops.py", 4, ("flops",))]
     assert found[0].message.startswith("flops.py line 4: does not parse")
-    assert blocked(found, "flops.matmul_flops") == []
+    assert blocked(found, "flops.matmul_flops") == found and blocked(found, "memory.x") == []
 
 
 def test_blocked_maps_a_task_to_its_module(tmp_path):
