@@ -25,7 +25,6 @@ import gc
 import importlib
 import json
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -117,8 +116,11 @@ class Slot:
         self.worker.prestart()
 
     def close(self) -> None:
-        self.worker.stop()
-        shutil.rmtree(self.stage, ignore_errors=True)
+        """Stop the worker and delete the stage; never raises (a report written before is kept)."""
+        try:
+            self.worker.stop()
+        finally:
+            staging.remove_tree(self.stage)
 
 
 @dataclass

@@ -28,6 +28,7 @@ MAX_FRAME_BYTES = 512 * 1024 * 1024
 MAX_DEPTH = 32
 MAX_NODES = 200_000
 MAX_STR = 1_000_000
+MAX_HEADER_BYTES = 16 * 1024 * 1024  # the JSON part: bounds what parsing it may build before any check
 
 # Dtypes a value may name or a tensor may have; safetensors stores each of these exactly.
 DTYPES = {
@@ -57,6 +58,9 @@ def encode(value: Any) -> bytes:
     tree = _encode(value, tensors, "value", 0, counter)
     header = json.dumps({"value": tree, "tensors": len(tensors)}, allow_nan=False).encode()
     blob = _st_save(tensors) if tensors else b""
+    if len(header) > MAX_HEADER_BYTES:
+        raise WireError(f"value's plain part is {len(header)} bytes encoded; the limit is {MAX_HEADER_BYTES} "
+                        "(return large data as tensors)")
     frame = MAGIC + struct.pack(">Q", len(header)) + header + blob
     if len(frame) > MAX_FRAME_BYTES:
         raise WireError(f"value is {len(frame)} bytes encoded; the limit is {MAX_FRAME_BYTES}")
@@ -75,10 +79,14 @@ def decode(frame: bytes) -> Any:
     start = len(MAGIC) + 8
     if header_len > len(frame) - start:
         raise WireError("truncated frame")
+    if header_len > MAX_HEADER_BYTES:
+        raise WireError(f"frame header of {header_len} bytes exceeds the limit of {MAX_HEADER_BYTES}")
     try:
         header = json.loads(bytes(frame[start : start + header_len]), parse_constant=_no_constant)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise WireError(f"malformed frame header: {exc}") from None
+    except WireError:
+        raise
+    except Exception as exc:  # noqa: BLE001  (json raises ValueError for an integer over Python's digit limit)
+        raise WireError(f"malformed frame header: {type(exc).__name__}: {str(exc)[:200]}") from None
     if type(header) is not dict or set(header) != {"value", "tensors"} or type(header["tensors"]) is not int:
         raise WireError("malformed frame header: expected keys 'value' and 'tensors'")
     blob = bytes(frame[start + header_len :])
@@ -156,15 +164,17 @@ def _add_tensor(value: torch.Tensor, tensors: dict, path: str) -> int:
 
 
 def _load_tensors(blob: bytes, count: int) -> dict[str, torch.Tensor]:
-    if count < 0 or (count == 0) != (len(blob) == 0):
+    # The count is the sender's claim: bounded before anything is built from it (each tensor takes
+    # at least a few bytes of the blob's own header).
+    if count < 0 or count > min(MAX_NODES, len(blob)) or (count == 0) != (len(blob) == 0):
         raise WireError("frame's tensor count does not match its tensor blob")
     if count == 0:
         return {}
     try:
         tensors = _st_load(blob)
     except Exception as exc:  # safetensors raises its own error types for malformed blobs
-        raise WireError(f"malformed tensor blob: {exc}") from None
-    if set(tensors) != {str(i) for i in range(count)}:
+        raise WireError(f"malformed tensor blob: {str(exc)[:200]}") from None
+    if len(tensors) != count or set(tensors) != {str(i) for i in range(count)}:
         raise WireError("frame's tensor names do not match its tensor count")
     return tensors
 
@@ -174,6 +184,8 @@ def _decode(node: Any, tensors: dict, depth: int, counter: list[int]) -> Any:
     if counter[0] > MAX_NODES or depth > MAX_DEPTH:
         raise WireError("frame value is too large or too deep")
     kind = type(node)
+    if kind is str and len(node) > MAX_STR:
+        raise WireError(f"frame holds a string of {len(node)} characters; the limit is {MAX_STR}")
     if node is None or kind in (bool, int, float, str):
         return node
     if kind is list:

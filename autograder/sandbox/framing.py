@@ -14,11 +14,29 @@ class FrameError(Exception):
     """The peer closed the pipe, sent too much, or took too long."""
 
 
-def write_frame(fd: int, payload: bytes) -> None:
+def write_frame(fd: int, payload: bytes, deadline: float | None = None) -> None:
+    """Write one frame; with `deadline`, FrameError("timeout") when the reader has not taken it all by
+    then (the fd is made non-blocking for the write, so a reader that stops reading cannot hold us)."""
     data = memoryview(LENGTH.pack(len(payload)) + payload)
-    while data:
-        written = os.write(fd, data)
-        data = data[written:]
+    if deadline is None:
+        while data:
+            data = data[os.write(fd, data):]
+        return
+    blocking = os.get_blocking(fd)
+    os.set_blocking(fd, False)
+    poll = select.poll()
+    poll.register(fd, select.POLLOUT)
+    try:
+        while data:
+            wait = deadline - time.monotonic()
+            if wait <= 0 or not poll.poll(wait * 1000):
+                raise FrameError("timeout")
+            try:
+                data = data[os.write(fd, data):]
+            except BlockingIOError:
+                continue
+    finally:
+        os.set_blocking(fd, blocking)
 
 
 def read_frame(fd: int, limit: int, deadline: float | None = None) -> bytes:

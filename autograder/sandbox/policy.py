@@ -9,8 +9,10 @@ time, address space, file size, no core dumps) and a wall-clock timeout per call
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -93,7 +95,23 @@ def detect(mode: str = "auto", limits: Limits | None = None) -> Protections:
     if mode == "bwrap" and not usable:
         raise RuntimeError(f"--sandbox bwrap was asked for, but {note}")
     return Protections(bwrap=usable, bwrap_note=note, pids_cgroup=PidsCgroup.supported(),
-                       limits=limits or Limits())
+                       limits=within_hard_limits(limits or Limits()))
+
+
+HARD_LIMITS = {"cpu_seconds": resource.RLIMIT_CPU, "address_space": resource.RLIMIT_AS,
+               "file_size": resource.RLIMIT_FSIZE, "open_files": resource.RLIMIT_NOFILE,
+               "max_pids": resource.RLIMIT_NPROC}
+
+
+def within_hard_limits(limits: Limits) -> Limits:
+    """`limits`, each lowered to the hard limit this process runs under where that is lower: the
+    worker inherits the hard limits, and only a privileged process may raise one."""
+    lowered = {}
+    for name, kind in HARD_LIMITS.items():
+        asked, hard = getattr(limits, name), resource.getrlimit(kind)[1]
+        if asked is not None and hard != resource.RLIM_INFINITY and hard < asked:
+            lowered[name] = hard
+    return dataclasses.replace(limits, **lowered)
 
 
 class PidsCgroup:

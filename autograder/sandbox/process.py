@@ -77,7 +77,7 @@ class _Process:
 
     def wait_ready(self, timeout: float) -> None:
         if not self.ready:
-            if wire.decode(read_frame(self.from_worker, 1 << 16, time.monotonic() + timeout)) != {"ready": True}:
+            if _decode(read_frame(self.from_worker, 1 << 16, time.monotonic() + timeout)) != {"ready": True}:
                 raise wire.WireError("the worker's first message was not the ready signal")
             self.ready = True
 
@@ -128,9 +128,10 @@ class Worker:
     def request(self, message: dict, timeout: float) -> Any:
         """Send one request; return the decoded, type-checked answer or raise WorkerError/StudentError."""
         proc = self.ready()
+        deadline = time.monotonic() + timeout
         try:
-            write_frame(proc.to_worker, wire.encode(message))
-            reply = wire.decode(read_frame(proc.from_worker, wire.MAX_FRAME_BYTES, time.monotonic() + timeout))
+            write_frame(proc.to_worker, wire.encode(message), deadline)
+            reply = _decode(read_frame(proc.from_worker, wire.MAX_FRAME_BYTES, deadline))
         except (FrameError, OSError, wire.WireError) as exc:
             raise self._failure(exc, timeout) from None
         if type(reply) is not dict or len(reply) != 1 or next(iter(reply)) not in ("ok", "error"):
@@ -208,13 +209,25 @@ class Worker:
         code = self._discard(settle=0.0 if timed_out else 2.0)
         what = "starting the worker" if starting else "the call"
         if timed_out:
-            reason = f"{what} timed out after {timeout:g} s (an endless loop, or far too slow)"
+            reason = f"{what} timed out after {timeout:g} s (an endless loop, far too slow, or not reading its requests)"
         elif isinstance(exc, wire.WireError):
             reason = f"the worker sent data that is not a valid frame ({exc})"
         else:
             reason = describe_exit(code)
         tail = self.last_output
         return WorkerError(reason + (f"\n--- last output of the worker ---\n{tail}" if tail else ""))
+
+
+def _decode(frame: bytes) -> Any:
+    """A reply decoded; whatever goes wrong in doing so is a WireError, never an exception a test could
+    take for the student's (a ValueError from an integer too long to parse must not pass
+    `pytest.raises(ValueError)`)."""
+    try:
+        return wire.decode(frame)
+    except wire.WireError:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        raise wire.WireError(f"the reply could not be decoded ({type(exc).__name__})") from None
 
 
 def _tail(path: Path) -> str:
