@@ -7,7 +7,9 @@ Nothing in the input is trusted, and bad input never raises: what cannot be used
 `problems` naming the file and what to do. The steps: list the entries (a folder walk that never
 follows a symlink, or the zip's directory) and refuse unsafe ones (symlinks, path traversal, special
 files); find the folder that holds the assignment packages; copy only those packages, checking the
-size limits while reading (a zip may lie about its sizes); flag .py files that are not text. A
+size limits while reading (a zip may lie about its sizes); copy only plain source and documents
+(a compiled extension module, bytecode or a .pth file beside a stub would be imported instead of the
+source the static check reads: never copied, always noted) and only .py files that are UTF-8. A
 notebook's entries are the modules its `%%writefile <package>/<module>.py` cells save (the mapping
 is autograder.package.notebook's), and cells that touch IPython's machinery become problems.
 
@@ -22,7 +24,6 @@ import hashlib
 import io
 import os
 import re
-import shutil
 import stat
 import tokenize
 import zipfile
@@ -33,14 +34,21 @@ from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO, Callable, Iterator
 
+from autograder.sandbox.staging import remove_tree
+
 MAX_FILE_BYTES = 5 * 2**20
 MAX_TOTAL_BYTES = 50 * 2**20
 MAX_FILES = 2000
 MAX_PROBLEMS = 30
+MAX_NAME = 1024  # characters of a path inside the submission
+MAX_DEPTH = 32  # folders of a path inside the submission
 CHUNK = 1 << 16
 SKIPPED_FOLDERS = frozenset({"__pycache__", ".git", ".ipynb_checkpoints", "__MACOSX"})  # __MACOSX: Finder zips
 SKIPPED_FILES = frozenset({".DS_Store"})
-SKIPPED_SUFFIXES = (".pyc",)
+# What is copied besides .py source: documents, which nothing imports.
+DOCUMENTS = frozenset({".md", ".txt", ".rst", ".json", ".csv", ".toml", ".yaml", ".yml", ".cfg", ".ini",
+                       ".png", ".jpg", ".jpeg", ".gif", ".svg", ".pdf", ".ipynb"})
+UTF8 = ("utf-8", "utf-8-sig")
 ASSIGNMENTS = Path(__file__).resolve().parents[1] / "assignments"
 # What reading a zip member can raise besides OSError: corrupt data, bad CRC, an encrypted member
 # (RuntimeError) or an unsupported compression method (NotImplementedError).
@@ -83,17 +91,40 @@ def open_submission(source: Path, dest: Path, packages: list[str]) -> Submission
         with _entries(source, packages, sub.problems) as entries:
             prefix, sub.packages = _locate(entries, packages, source, sub.problems)
             inside = [any(_is_under(e.path, prefix / p) for p in sub.packages) for e in entries]
-            chosen = [e for e, keep in zip(entries, inside) if keep]
+            chosen = [e for e, keep in zip(entries, inside) if keep and _is_gradable(e.path)]
             _note_left_out([e for e, keep in zip(entries, inside) if not keep], sub.packages, sub.problems)
+            _note_not_source([e for e, keep in zip(entries, inside) if keep and not _is_gradable(e.path)],
+                             sub.problems)
             sub.digest = _copy(chosen, prefix, root, sub.problems)
     except Refused as exc:
-        _fresh(root)
-        sub.packages, sub.digest = [], hashlib.sha256().hexdigest()
-        sub.problems.append(str(exc))
+        _refuse(sub, str(exc))
+    except Exception as exc:  # noqa: BLE001  (a promise: bad input never raises; no grader internals shown)
+        _refuse(sub, f"{source.name} could not be opened (the grader met {type(exc).__name__} reading it): "
+                     "resubmit the package folders as a plain folder or .zip; if it persists, tell the instructor")
     if len(sub.problems) > MAX_PROBLEMS:
         more = len(sub.problems) - MAX_PROBLEMS + 1
         sub.problems[MAX_PROBLEMS - 1:] = [f"... and {more} more problems of the same kinds"]
     return sub
+
+
+def _refuse(sub: Submission, problem: str) -> None:
+    _fresh(sub.root)
+    sub.packages, sub.digest = [], hashlib.sha256().hexdigest()
+    sub.problems.append(problem)
+
+
+def _is_gradable(path: PurePosixPath) -> bool:
+    """Plain source and documents: what is copied."""
+    return path.suffix == ".py" or path.suffix.lower() in DOCUMENTS
+
+
+def _note_not_source(left_out: list[Entry], problems: list[str]) -> None:
+    if left_out:
+        names = [str(e.path) for e in left_out]
+        shown = ", ".join(names[:5]) + (f" ... ({len(names)} files)" if len(names) > 5 else "")
+        problems.append(f"not copied, not plain source: {shown}; only .py source (and documents) is graded: "
+                        "a compiled extension module, bytecode or a .pth file would be imported instead of the "
+                        "source the static check reads")
 
 
 def _fresh(root: Path) -> Path:
@@ -104,7 +135,7 @@ def _fresh(root: Path) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     for child in root.iterdir():
         if child.is_dir() and not child.is_symlink():
-            shutil.rmtree(child)
+            remove_tree(child)
         else:
             child.unlink()
     root.chmod(0o755)
@@ -162,8 +193,7 @@ def _notebook_entries(source: Path, packages: list[str], problems: list[str]) ->
 
 def _skipped(path: PurePosixPath) -> bool:
     """Caches, version control and editor folders: never graded, never worth a problem."""
-    return (any(part in SKIPPED_FOLDERS for part in path.parts) or path.name in SKIPPED_FILES
-            or path.name.endswith(SKIPPED_SUFFIXES))
+    return any(part in SKIPPED_FOLDERS for part in path.parts) or path.name in SKIPPED_FILES
 
 
 def _too_many(count: int) -> None:
@@ -186,6 +216,10 @@ def _folder_entries(source: Path, problems: list[str]) -> list[Entry]:
         for item in items:
             path = rel / item.name
             if _skipped(path):
+                continue
+            if len(path.parts) > MAX_DEPTH or len(str(path)) > MAX_NAME:
+                problems.append(f"{str(path)[:200]}...: nested deeper than {MAX_DEPTH} folders (or a path longer "
+                                f"than {MAX_NAME} characters), not copied: keep the package layout flat")
                 continue
             if item.is_symlink():
                 problems.append(f"{path}: a symlink, not followed and not copied: put the file itself there")
@@ -212,7 +246,7 @@ def _zip_entries(archive: zipfile.ZipFile, problems: list[str]) -> list[Entry]:
         unsafe = _unsafe_name(info.filename)
         kind = stat.S_IFMT(info.external_attr >> 16)  # the Unix file type, 0 from zips made on Windows
         if unsafe:
-            problems.append(f"{info.filename!r} in the zip {unsafe}: rejected, not extracted; {REZIP}")
+            problems.append(f"{info.filename[:200]!r} in the zip {unsafe}: rejected, not extracted; {REZIP}")
             continue
         path = PurePosixPath(info.filename)
         if info.is_dir() or not path.parts or _skipped(path):
@@ -242,6 +276,8 @@ def _unsafe_name(name: str) -> str:
         return "climbs out of the archive with '..'"
     if any(ord(char) < 32 for char in name):
         return "has control characters in its name"
+    if len(name) > MAX_NAME or name.count("/") > MAX_DEPTH:
+        return f"is nested deeper than {MAX_DEPTH} folders or longer than {MAX_NAME} characters"
     return ""
 
 
@@ -296,6 +332,8 @@ def _copy(entries: list[Entry], prefix: PurePosixPath, root: Path, problems: lis
         data = _read(entry, problems)
         if data is None:
             continue
+        if rel.suffix == ".py" and not _check_text(entry.path, data, problems):
+            continue
         total += len(data)
         if total > MAX_TOTAL_BYTES:
             raise Refused(f"the package folders hold more than {MAX_TOTAL_BYTES >> 20} MB: remove data, "
@@ -310,8 +348,6 @@ def _copy(entries: list[Entry], prefix: PurePosixPath, root: Path, problems: lis
             continue
         name = rel.as_posix().encode("utf-8", "surrogateescape")
         sha.update(len(name).to_bytes(8, "big") + name + len(data).to_bytes(8, "big") + data)
-        if rel.suffix == ".py":
-            _check_text(entry.path, data, problems)
     for folder in (p for p in root.rglob("*") if p.is_dir()):
         folder.chmod(0o755)
     return sha.hexdigest()
@@ -341,14 +377,27 @@ def _read(entry: Entry, problems: list[str]) -> bytes | None:
     return buffer.getvalue()
 
 
-def _check_text(path: PurePosixPath, data: bytes, problems: list[str]) -> None:
-    """Note a .py file Python cannot decode (UTF-8, or the encoding its coding line declares)."""
+def _check_text(path: PurePosixPath, data: bytes, problems: list[str]) -> bool:
+    """Whether a .py file is UTF-8 text, as the grader reads it; else a problem names the line.
+
+    Only UTF-8 is accepted: a coding line naming another codec (latin-1, or a text transform such as
+    rot13 or punycode) would make Python run something other than what the static check reads.
+    """
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-        data.decode(encoding)
     except SyntaxError as exc:
-        problems.append(f"{path}: not UTF-8 text ({exc.msg}); it will fail to import: save it as UTF-8")
+        problems.append(f"{path}: not copied, its coding line is not usable ({str(exc)[:100]}); save it as UTF-8 "
+                        "without a coding line")
+        return False
+    if encoding not in UTF8:
+        problems.append(f"{path}: not copied, its coding line declares {encoding[:40]}: only UTF-8 source is "
+                        "graded; save it as UTF-8 and remove the coding line")
+        return False
+    try:
+        data.decode(encoding)
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
-        problems.append(f"{path} line {line}: not {exc.encoding} text (byte 0x{data[exc.start]:02x}); "
-                        "it will fail to import: save it as UTF-8")
+        problems.append(f"{path} line {line}: not UTF-8 text (byte 0x{data[exc.start]:02x}), not copied: save it "
+                        "as UTF-8")
+        return False
+    return True

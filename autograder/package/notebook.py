@@ -18,7 +18,8 @@ How a notebook maps to the package (the same rule both ways, and the rule the ke
 Reading back (`read_modules`, what the trusted grader does with a submitted notebook): every code cell
 whose first line is `%%writefile <package>/<module>.py` gives that file, a later cell replacing an
 earlier one (`-a` appends), as when the notebook runs top to bottom; nothing else of the notebook is
-used. A static scan flags cells that touch IPython's machinery.
+used. A static scan flags cells that touch IPython's machinery. Reading is linear in the notebook's
+size, with limits on the cells and on a `%%writefile` line.
 """
 
 from __future__ import annotations
@@ -49,6 +50,9 @@ MACHINERY = re.compile(r"\b(get_ipython|IPython|InteractiveShell|ipykernel|__IPY
 WRITEFILE = re.compile(r"%%writefile(\s|$)")
 SCAN_MARK = "touches IPython's machinery"  # in each problem line the scan writes
 MAGICS = re.compile(r"^\s*%{1,2}(load_ext|reload_ext|config|run|capture)\b", re.MULTILINE)
+MAX_CELLS = 2000  # an assignment notebook has some tens
+MAX_WRITEFILE_LINE = 1000  # characters of a `%%writefile` line
+SHOWN = 5  # names or cell numbers a problem line lists
 
 
 class NotebookError(Exception):
@@ -223,7 +227,10 @@ def notebook_text(nb: nbformat.NotebookNode) -> str:
 
 def read_modules(data: bytes, packages: list[str]) -> tuple[dict[str, bytes], list[str]]:
     """The package files a notebook's %%writefile cells save, and the problems found (never raises for
-    a readable notebook; NotebookError when it is not one)."""
+    a readable notebook; NotebookError when it is not one, or has more than MAX_CELLS cells).
+
+    A lone surrogate in a cell (valid JSON, not text) is kept as its bytes: the file is then not UTF-8,
+    which the submission's copier reports for that file."""
     try:
         nb = nbformat.reads(data.decode("utf-8"), as_version=4)
     except Exception as exc:  # nbformat raises JSON, validation and version errors of several types
@@ -231,7 +238,9 @@ def read_modules(data: bytes, packages: list[str]) -> tuple[dict[str, bytes], li
     cells = nb.get("cells") if isinstance(nb, dict) else None
     if not isinstance(cells, list):
         raise NotebookError("is not a notebook (no list of cells)")
-    files: dict[str, str] = {}
+    if len(cells) > MAX_CELLS:
+        raise NotebookError(f"has {len(cells)} cells, more than the {MAX_CELLS} the grader reads")
+    parts: dict[str, list[str]] = {}
     writers: dict[str, list[int]] = {}
     problems: list[str] = []
     for number, cell in enumerate(cells, start=1):
@@ -241,19 +250,25 @@ def read_modules(data: bytes, packages: list[str]) -> tuple[dict[str, bytes], li
         problems += _scan(number, source)
         first, _, body = source.partition("\n")
         if WRITEFILE.match(first):
-            _take(number, first, body, packages, files, writers, problems)
+            _take(number, first, body, packages, parts, writers, problems)
     for rel, numbers in writers.items():
         if len(numbers) > 1:
-            problems.append(f"{rel} is written by cells {', '.join(map(str, numbers))}: the last one is graded, "
-                            "as when the notebook runs from top to bottom")
+            shown = ", ".join(map(str, numbers[:SHOWN])) + (f" ... ({len(numbers)} cells)" if len(numbers) > SHOWN else "")
+            problems.append(f"{rel} is written by cells {shown}: the last one is graded, as when the notebook runs "
+                            "from top to bottom")
+    files = {rel: "".join(chunks) for rel, chunks in parts.items()}
     for package in sorted({rel.split("/")[0] for rel in files}):
         files.setdefault(f"{package}/__init__.py", "")  # what the setup cell creates
-    return {rel: text.encode("utf-8") for rel, text in files.items()}, problems
+    return {rel: text.encode("utf-8", "surrogatepass") for rel, text in files.items()}, problems
 
 
-def _take(number: int, first: str, body: str, packages: list[str], files: dict[str, str],
+def _take(number: int, first: str, body: str, packages: list[str], parts: dict[str, list[str]],
           writers: dict[str, list[int]], problems: list[str]) -> None:
     """Record what one %%writefile cell saves, if it is a module of the packages."""
+    if len(first) > MAX_WRITEFILE_LINE:
+        problems.append(f"cell {number}: its %%writefile line is longer than {MAX_WRITEFILE_LINE} characters: not "
+                        "graded; keep each module cell's first line as the notebook gave it")
+        return
     try:
         args = shlex.split(first[len("%%writefile"):])
     except ValueError:
@@ -264,13 +279,17 @@ def _take(number: int, first: str, body: str, packages: list[str], files: dict[s
     if (path is None or len(path.parts) != 2 or path.parts[0] not in packages or path.suffix != ".py"
             or not path.stem.isidentifier()):
         expected = " or ".join(f"{package}/<module>.py" for package in packages)
-        problems.append(f"cell {number} writes {' '.join(names) or 'nothing'}, which is not a module of the "
+        written = " ".join(names[:SHOWN]) + (f" ... ({len(names)} names)" if len(names) > SHOWN else "")
+        problems.append(f"cell {number} writes {written[:200] or 'nothing'}, which is not a module of the "
                         f"packages ({expected}): not graded; keep each module cell's first line as the "
                         "notebook gave it")
         return
     rel = path.as_posix()
     body = body if body.endswith("\n") or not body else body + "\n"
-    files[rel] = files.get(rel, "") + body if append else body
+    if append:
+        parts.setdefault(rel, []).append(body)
+    else:
+        parts[rel] = [body]
     writers.setdefault(rel, []).append(number)
 
 

@@ -131,10 +131,10 @@ def test_symlinks_in_a_folder_are_not_followed(tmp_path):
 
 def test_a_file_over_the_size_limit_is_rejected(tmp_path, monkeypatch):
     monkeypatch.setattr(submission, "MAX_FILE_BYTES", 1000)
-    source = make_tree(tmp_path / "h", {**LAYOUT, "resource_accounting/weights.bin": b"x" * 1001})
+    source = make_tree(tmp_path / "h", {**LAYOUT, "resource_accounting/weights.json": b"x" * 1001})
     sub = open_submission(source, tmp_path / "stage", PACKAGES)
     assert copied(sub) == sorted(LAYOUT)
-    assert "resource_accounting/weights.bin: larger than" in problems(sub)
+    assert "resource_accounting/weights.json: larger than" in problems(sub)
 
 
 def test_a_submission_over_the_total_limit_stops_with_a_problem(tmp_path, monkeypatch):
@@ -175,17 +175,19 @@ def test_reading_stops_at_the_limit_when_a_file_lies_about_its_size(monkeypatch)
     assert submission._read(entry, found) is None and "a.py: larger than" in found[0]
 
 
-def test_a_python_file_that_is_not_utf8_is_copied_with_a_problem(tmp_path):
+def test_a_python_file_that_is_not_utf8_is_not_copied(tmp_path):
     source = make_tree(tmp_path / "l", {**LAYOUT, "resource_accounting/memory.py": b"x = 1\ns = '\xe9t\xe9'\n",
                                         "resource_accounting/latin.py": b"# -*- coding: latin-1 -*-\ns = '\xe9'\n"})
     sub = open_submission(source, tmp_path / "stage", PACKAGES)
-    assert "resource_accounting/memory.py" in copied(sub)
-    assert sub.problems == ["resource_accounting/memory.py line 2: not utf-8 text (byte 0xe9); it will fail to "
-                            "import: save it as UTF-8"]
+    assert copied(sub) == sorted(LAYOUT)
+    assert sub.problems == ["resource_accounting/latin.py: not copied, its coding line declares iso-8859-1: only "
+                            "UTF-8 source is graded; save it as UTF-8 and remove the coding line",
+                            "resource_accounting/memory.py line 2: not UTF-8 text (byte 0xe9), not copied: save it "
+                            "as UTF-8"]
 
 
 def test_caches_and_version_control_are_skipped(tmp_path):
-    junk = {"resource_accounting/__pycache__/flops.cpython-311.pyc": b"\0", "resource_accounting/old.pyc": b"\0",
+    junk = {"resource_accounting/__pycache__/flops.cpython-311.pyc": b"\0",
             ".git/config": "", "resource_accounting/.ipynb_checkpoints/x.py": "", "__MACOSX/._x": "",
             "resource_accounting/.DS_Store": ""}
     for source in (make_tree(tmp_path / "m", {**LAYOUT, **junk}), make_zip(tmp_path / "m.zip", {**LAYOUT, **junk})):
