@@ -2,6 +2,10 @@
 
 The pytest plugin fills it (in a student's `make test` and in the grader alike); the terminal table,
 Gradescope's results.json, JUnit XML, Markdown feedback and the SQLite gradebook are all views of it.
+
+Messages, log lines and names may come from the submission (its exceptions, its file names), so the
+model caps every string it holds, whenever it is set, and the log's length: every report is bounded
+whatever the submission does.
 """
 
 from __future__ import annotations
@@ -18,6 +22,25 @@ from dataclasses import dataclass, field
 STATUSES = ("passed", "failed", "not_implemented", "error", "not_graded", "skipped")
 VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
 MAX_MESSAGE = 4000
+MAX_FIELD = 500  # a test's name, task, checks or hint; the submission's name
+MAX_LOG_LINE = 2000
+MAX_LOG_LINES = 200
+TRUNCATED = "\n... (truncated)"
+
+
+def cap(text: str, limit: int) -> str:
+    """`text` as text of at most `limit` characters, marked where cut."""
+    text = text if isinstance(text, str) else str(text)
+    return text if len(text) <= limit else text[: limit - len(TRUNCATED)] + TRUNCATED
+
+
+def cap_log(lines: list[str]) -> list[str]:
+    """At most MAX_LOG_LINES lines of at most MAX_LOG_LINE characters: the first ones and the last few."""
+    lines = [cap(line, MAX_LOG_LINE) for line in lines[:MAX_LOG_LINES]] + (
+        [cap(line, MAX_LOG_LINE) for line in lines[-10:]] if len(lines) > MAX_LOG_LINES else [])
+    if len(lines) > MAX_LOG_LINES:
+        lines[MAX_LOG_LINES - 11: MAX_LOG_LINES] = ["... (log lines left out)"]
+    return lines
 
 
 @dataclass
@@ -41,8 +64,13 @@ class TestResult:
         if self.visibility not in VISIBILITIES:
             raise ValueError(f"visibility {self.visibility!r} is not one of {VISIBILITIES}")
         self.points = self.max_points if self.status == "passed" else 0.0
-        if len(self.message) > MAX_MESSAGE:
-            self.message = self.message[: MAX_MESSAGE - 20] + "\n... (truncated)"
+
+    def __setattr__(self, name: str, value) -> None:
+        if name == "message":
+            value = cap(value, MAX_MESSAGE)
+        elif name in ("name", "task", "checks", "hint", "assignment"):
+            value = cap(value, MAX_FIELD)
+        super().__setattr__(name, value)
 
 
 @dataclass
@@ -51,6 +79,13 @@ class GradeReport:
     tests: list[TestResult] = field(default_factory=list)
     log: list[str] = field(default_factory=list)
     execution_time: float = 0.0
+
+    def __setattr__(self, name: str, value) -> None:
+        if name == "submission":
+            value = cap(value, MAX_FIELD)
+        elif name == "log":
+            value = cap_log(list(value))
+        super().__setattr__(name, value)
 
     @property
     def score(self) -> float:
