@@ -88,7 +88,9 @@ def grade(submission: Path, out: Path | None = None, assignment: str | None = No
         command += ["--seed", str(seed)] if seed is not None else []
         try:
             done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=OVERALL_LIMIT)
-            failure = "" if target.exists() else f"exit code {done.returncode}: {done.stderr[-3000:]}"
+            failure = "" if target.exists() else f"exit code {done.returncode}"
+            if failure:  # the grader's own traceback is for the instructor's terminal, never the student's report
+                sys.stderr.write(done.stderr[-3000:])
         except subprocess.TimeoutExpired:
             failure = f"grading took longer than {OVERALL_LIMIT:g} s"
         return _result(submission, target, failure, started, out)
