@@ -225,8 +225,9 @@ def _parse(path: Path, package_root: Path, package: str, budget: _Budget) -> Mod
                       f"fail to import: fix it (`python -m py_compile {file}` shows the error)",
                       problem_line=exc.lineno or 0)
     except (ValueError, RecursionError, MemoryError) as exc:
-        return Module(name, file, [], set(), problem=f"{file}: cannot be parsed ({type(exc).__name__}: "
-                      f"{str(exc)[:200]}); it is nested too deeply or is not source: fix it")
+        why = ": ".join([type(exc).__name__] + ([str(exc)[:200]] if str(exc) else []))
+        return Module(name, file, [], set(), problem=f"{file}: cannot be parsed ({why}); it is nested too deeply "
+                      "or is not source: fix it")
     context = name if rel.stem == "__init__" else name.rpartition(".")[0]
     try:
         return _Reader(tree, _text(data), context, budget).module(name, file)

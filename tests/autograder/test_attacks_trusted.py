@@ -466,7 +466,7 @@ def test_every_attack_ends_with_a_bounded_report_and_no_grader_internals(graded)
 
 
 def test_no_stage_is_left_behind(graded):
-    assert list(graded["_stages"].iterdir()) == []
+    assert [p.name for p in graded["_stages"].iterdir() if p.name.startswith("llmsys-")] == []
 
 
 def result(graded, name: str, test: str) -> TestResult:
