@@ -253,7 +253,8 @@ def read_modules(data: bytes, packages: list[str]) -> tuple[dict[str, bytes], li
             _take(number, first, body, packages, parts, writers, problems)
     for rel, numbers in writers.items():
         if len(numbers) > 1:
-            shown = ", ".join(map(str, numbers[:SHOWN])) + (f" ... ({len(numbers)} cells)" if len(numbers) > SHOWN else "")
+            more = f" ... ({len(numbers)} cells)" if len(numbers) > SHOWN else ""
+            shown = ", ".join(map(str, numbers[:SHOWN])) + more
             problems.append(f"{rel} is written by cells {shown}: the last one is graded, as when the notebook runs "
                             "from top to bottom")
     files = {rel: "".join(chunks) for rel, chunks in parts.items()}

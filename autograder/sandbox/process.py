@@ -209,7 +209,8 @@ class Worker:
         code = self._discard(settle=0.0 if timed_out else 2.0)
         what = "starting the worker" if starting else "the call"
         if timed_out:
-            reason = f"{what} timed out after {timeout:g} s (an endless loop, far too slow, or not reading its requests)"
+            reason = (f"{what} timed out after {timeout:g} s (an endless loop, far too slow, or not reading its "
+                      "requests)")
         elif isinstance(exc, wire.WireError):
             reason = f"the worker sent data that is not a valid frame ({exc})"
         else:

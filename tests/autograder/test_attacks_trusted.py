@@ -409,7 +409,8 @@ def attacks(base: Path) -> dict[str, Path]:
     folders = {
         "extension-module": package_files(STUB) | {f"resource_accounting/{EXTENSION}": b"\x7fELF junk"},
         "other-package": package_files(SOLUTION, flops__py=flops + "\nfrom flash_attention.counting import c\n") | {
-            "flash_attention/__init__.py": "", "flash_attention/counting.py": "from torch.utils import flop_counter as c\n"},
+            "flash_attention/__init__.py": "",
+            "flash_attention/counting.py": "from torch.utils import flop_counter as c\n"},
         "too-deep": package_files(SOLUTION, flops__py=flops + "\nfrom . import deep\n", deep__py=TOO_DEEP),
         "alias-chain": package_files(SOLUTION, flops__py=ALIAS_CHAIN + flops),
         "huge-int": package_files(SOLUTION, memory__py=memory + HUGE_INT),
