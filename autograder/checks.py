@@ -50,6 +50,7 @@ ALIAS_ROUNDS = 5  # `G = F` after `F = torch.nn.functional`: enough for any real
 MAX_ALIASES = 64  # what one name may stand for; real code binds a name to a handful of things
 MAX_FILE_SOURCE = 1 << 20  # bytes of one .py file the check reads (a hand-written module is far smaller)
 MAX_SOURCE = 8 << 20  # bytes of all .py files together
+MAX_NAMES = 500_000  # names all references together may resolve to (both reference solutions: about 2600)
 SCAN_SECONDS = 60.0  # the whole scan of one submission
 # Parsing runs in a thread of its own with a deep stack, at a recursion limit at least as high as the
 # worker could compile at (Python's parser refuses deeper nesting by itself), so that nothing the
@@ -188,7 +189,7 @@ class _OverBudget(Exception):
 
 class _Budget:
     def __init__(self, deadline: float) -> None:
-        self.deadline, self.source = deadline, 0
+        self.deadline, self.source, self.names = deadline, 0, 0
 
     def check(self) -> None:
         if time.monotonic() > self.deadline:
@@ -198,6 +199,11 @@ class _Budget:
         self.source += size
         if self.source > MAX_SOURCE:
             raise _OverBudget(f"the packages hold more than {MAX_SOURCE >> 20} MB of Python source")
+
+    def resolve(self, count: int) -> None:
+        self.names += count
+        if self.names > MAX_NAMES:
+            raise _OverBudget(f"its names resolve to more than {MAX_NAMES} candidates, more than the check follows")
 
 
 def blocked(violations: list[Violation], task: str) -> list[Violation]:
@@ -310,6 +316,7 @@ class _Reader:
         return Module(name, file, sorted(imports + uses + strings, key=lambda r: r.line), self.defs, self.stubs)
 
     def _reference(self, node: ast.AST, names, kind: str) -> Reference:
+        self.budget.resolve(len(names))
         text = " ".join((self._segment(node) or names[0]).split())
         text = text if len(text) <= MAX_EXPRESSION else text[: MAX_EXPRESSION - 3] + "..."
         return Reference(node.lineno, text, tuple(names), kind, self.owner.get(id(node)))

@@ -149,6 +149,16 @@ def test_a_chain_of_aliases_is_bounded_and_fails_its_module(tmp_path):
     assert peak < 64 * MB
 
 
+def test_uses_of_a_name_with_many_meanings_are_bounded_in_total(tmp_path, monkeypatch):
+    """64 meanings (the most one name may have) used 20 000 times: over a lowered budget of names, the
+    scan stops and fails everything rather than build them all."""
+    many = "".join(f"import m{i} as a\n" for i in range(checks.MAX_ALIASES)) + "a.x\n" * 20_000
+    monkeypatch.setattr(checks, "MAX_NAMES", 100_000)
+    found = scan(tree(tmp_path, package_files(SOLUTION, memory__py=many)))
+    assert [(v.rule, v.blocks) for v in found] == [("budget", ("*",))]
+    assert "more than 100000 candidates" in found[0].message
+
+
 def test_the_scan_has_a_deadline_and_a_source_limit(tmp_path, monkeypatch):
     root = tree(tmp_path, package_files(SOLUTION))
     late = scan(root, seconds=-1)
