@@ -48,8 +48,10 @@ LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n|$)")  # the line ends Python's tokeniz
 MAX_EXPRESSION = 100
 ALIAS_ROUNDS = 5  # `G = F` after `F = torch.nn.functional`: enough for any real chain of aliases
 MAX_ALIASES = 64  # what one name may stand for; real code binds a name to a handful of things
-MAX_FILE_SOURCE = 1 << 20  # bytes of one .py file the check reads (a hand-written module is far smaller)
-MAX_SOURCE = 8 << 20  # bytes of all .py files together
+# Bytes of one .py file the check reads, and of all together: the largest reference module has about
+# 23 KB; parsing takes some hundreds of bytes of memory per byte of dense source.
+MAX_FILE_SOURCE = 256 << 10
+MAX_SOURCE = 2 << 20
 MAX_NAMES = 500_000  # names all references together may resolve to (both reference solutions: about 2600)
 SCAN_SECONDS = 60.0  # the whole scan of one submission
 # Parsing runs in a thread of its own with a deep stack, at a recursion limit at least as high as the
@@ -220,7 +222,7 @@ def _parse(path: Path, package_root: Path, package: str, budget: _Budget) -> Mod
     file = rel.as_posix()
     budget.check()
     if path.stat().st_size > MAX_FILE_SOURCE:
-        return Module(name, file, [], set(), problem=f"{file}: larger than {MAX_FILE_SOURCE >> 20} MB of source, "
+        return Module(name, file, [], set(), problem=f"{file}: larger than {MAX_FILE_SOURCE >> 10} KB of source, "
                       "more than the static check reads: a hand-written module is far smaller; split or shorten it")
     data = path.read_bytes()
     budget.read(len(data))
