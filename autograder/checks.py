@@ -138,8 +138,8 @@ def scan_packages(folders: dict[str, Path], rules: dict[str, list[Rule]],
     try:
         return _scan(folders, rules, budget)
     except _OverBudget as exc:
-        return [Violation("budget", "", 0, "", (EVERY_MODULE,), f"static check: {exc}; nothing of this submission "
-                          "is graded: submit the package folders with hand-written source only")]
+        return [Violation("budget", "", 0, "", (EVERY_MODULE,), f"the scan stopped: {exc}; nothing of this "
+                          "submission is graded: submit the package folders with hand-written source only")]
 
 
 def _scan(folders: dict[str, Path], rules: dict[str, list[Rule]], budget: "_Budget") -> list[Violation]:
