@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import itertools
 import os
 import re
 import stat
@@ -198,18 +199,22 @@ def _skipped(path: PurePosixPath) -> bool:
 
 def _too_many(count: int) -> None:
     if count > MAX_FILES:
-        raise Refused(f"the submission has more than {MAX_FILES} files: submit only the package folders "
-                      "(not a virtual environment, data or outputs)")
+        raise Refused(f"the submission has more than {MAX_FILES} files (or folders, or entries in one folder): "
+                      "submit only the package folders (not a virtual environment, data or outputs)")
 
 
 def _folder_entries(source: Path, problems: list[str]) -> list[Entry]:
     entries: list[Entry] = []
     pending = [(source, PurePosixPath())]
+    folders = 0
     while pending:
         folder, rel = pending.pop()
+        folders += 1
+        _too_many(folders)
         try:
-            with os.scandir(folder) as listing:
-                items = sorted(listing, key=lambda item: item.name)
+            with os.scandir(folder) as listing:  # a folder of millions of entries is read no further than the limit
+                items = sorted(itertools.islice(listing, MAX_FILES + 1), key=lambda item: item.name)
+            _too_many(len(items))
         except OSError as exc:
             problems.append(f"{rel}/: cannot be listed ({exc.strerror}), not copied: make it readable")
             continue

@@ -21,7 +21,7 @@ import nbformat
 import pytest
 import torch
 
-from autograder import checks, wire
+from autograder import checks, submission, wire
 from autograder.batch import run_batch
 from autograder.grade import ServerPool
 from autograder.package.notebook import MAX_CELLS, read_modules
@@ -255,6 +255,15 @@ def test_paths_deeper_than_the_limit_are_not_walked(tmp_path):
     sub = open_submission(tree(tmp_path / "s", package_files(SOLUTION) | {f"resource_accounting/{deep}/x.py": "1"}),
                           tmp_path / "stage", PACKAGES)
     assert "nested deeper than 32 folders" in problems(sub) and len(problems(sub)) < 1000
+
+
+def test_a_folder_of_empty_folders_is_refused_at_the_limit(tmp_path, monkeypatch):
+    monkeypatch.setattr(submission, "MAX_FILES", 50)
+    source = tree(tmp_path / "s", package_files(SOLUTION))
+    for i in range(60):
+        (source / "resource_accounting" / f"empty{i}").mkdir()
+    sub = open_submission(source, tmp_path / "stage", PACKAGES)
+    assert sub.packages == [] and "more than 50 files (or folders, or entries in one folder)" in problems(sub)
 
 
 # --- 7. Reports are bounded whatever the submission says ----------------------------------------------
