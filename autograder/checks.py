@@ -226,6 +226,9 @@ def _parse(path: Path, package_root: Path, package: str, budget: _Budget) -> Mod
                       "more than the static check reads: a hand-written module is far smaller; split or shorten it")
     data = path.read_bytes()
     budget.read(len(data))
+    if _encoding(data) not in ("utf-8", "utf-8-sig"):
+        return Module(name, file, [], set(), problem=f"{file}: not UTF-8 source (its coding line names another "
+                      "codec), which the check cannot read as Python does: save it as UTF-8 without a coding line")
     try:
         tree = _parse_deep(data, file)
     except SyntaxError as exc:
@@ -276,13 +279,17 @@ class _Tangled(Exception):
         self.name, self.line = name, line
 
 
+def _encoding(data: bytes) -> str:
+    """The encoding Python reads the file in (its coding line), or "" when that is unusable."""
+    try:
+        return tokenize.detect_encoding(io.BytesIO(data).readline)[0]
+    except SyntaxError:
+        return ""
+
+
 def _text(data: bytes) -> str:
     """The source as text, for quoting expressions as written."""
-    try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-    except SyntaxError:
-        encoding = "utf-8"
-    return data.decode(encoding, errors="replace")
+    return data.decode("utf-8", errors="replace")
 
 
 class _Reader:

@@ -135,6 +135,15 @@ def test_a_file_too_deep_to_parse_fails_every_module_that_reaches_it(tmp_path):
     assert not checks.blocked(found, "memory.float_format")
 
 
+def test_a_file_in_another_codec_fails_what_reaches_it_in_the_static_check(tmp_path):
+    """rot13 text is `import autograder` to Python, and noise to a reader of UTF-8."""
+    flops = (SOLUTION / "flops.py").read_text() + "\nfrom . import hidden\n"
+    found = scan(tree(tmp_path, package_files(SOLUTION, flops__py=flops,
+                                              hidden__py=b"# -*- coding: rot13 -*-\nvzcbeg nhgbtenqre\n")))
+    assert [(v.rule, v.file, v.blocks) for v in found] == [("syntax", "hidden.py", ("flops",))]
+    assert "not UTF-8 source" in found[0].message
+
+
 # --- 5. The static check's budgets --------------------------------------------------------------------
 
 def test_a_chain_of_aliases_is_bounded_and_fails_its_module(tmp_path):
