@@ -140,7 +140,7 @@ def test_a_file_in_another_codec_fails_what_reaches_it_in_the_static_check(tmp_p
     flops = (SOLUTION / "flops.py").read_text() + "\nfrom . import hidden\n"
     found = scan(tree(tmp_path, package_files(SOLUTION, flops__py=flops,
                                               hidden__py=b"# -*- coding: rot13 -*-\nvzcbeg nhgbtenqre\n")))
-    assert [(v.rule, v.file, v.blocks) for v in found] == [("syntax", "hidden.py", ("flops",))]
+    assert [(v.rule, v.file, v.blocks) for v in found] == [("syntax", "hidden.py", ("flops", "hidden"))]
     assert "not UTF-8 source" in found[0].message
 
 
