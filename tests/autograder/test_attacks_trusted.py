@@ -431,26 +431,23 @@ def underflows_to_zero(value, dtype):
 
 
 def attacks(base: Path) -> dict[str, Path]:
-    """{name: submission} of one attack per class, each small."""
+    """{name: submission}: three submissions, each attacking flops.py one way and memory.py another (the
+    static check and the opening are attacked on each step above; here, that grading them ends well)."""
     flops = (SOLUTION / "flops.py").read_text()
     memory = (SOLUTION / "memory.py").read_text()
     folders = {
-        "extension-module": package_files(STUB) | {f"resource_accounting/{EXTENSION}": b"\x7fELF junk"},
-        "other-package": package_files(SOLUTION, flops__py=flops + "\nfrom flash_attention.counting import c\n") | {
+        "other-package+huge-int": package_files(
+            SOLUTION, flops__py=flops + "\nfrom flash_attention.counting import c\n", memory__py=memory + HUGE_INT) | {
             "flash_attention/__init__.py": "",
             "flash_attention/counting.py": "from torch.utils import flop_counter as c\n"},
-        "too-deep": package_files(SOLUTION, flops__py=flops + "\nfrom . import deep\n", deep__py=TOO_DEEP),
-        "alias-chain": package_files(SOLUTION, flops__py=ALIAS_CHAIN + flops),
-        "huge-int": package_files(SOLUTION, memory__py=memory + HUGE_INT),
-        "rot13": package_files(SOLUTION, flops__py=ROT13, memory__py=b"# coding: punycode\n" + memory.encode()),
-        "scratch-tree": package_files(SOLUTION, flops__py=flops + SCRATCH_TREE),
+        "scratch-tree+rot13": package_files(SOLUTION, flops__py=flops + SCRATCH_TREE, memory__py=ROT13) | {
+            f"resource_accounting/{EXTENSION}": b"\x7fELF junk"},
     }
     found = {name: tree(base / "batch" / name, files) for name, files in folders.items()}
     names = " ".join(f"resource_accounting/f{i}.py" for i in range(100_000))
-    found["named-files.ipynb"] = notebook(base / "named-files.ipynb", [f"%%writefile {names}\n"] * 3 + [
-        "%%writefile " + " ".join(["-a"] * 300) + " x y\n"] + module_cells(SOLUTION))
-    found["surrogate.ipynb"] = notebook(base / "surrogate.ipynb", module_cells(
-        SOLUTION, flops__py=flops + '\nNAME = "\ud800"\n'))
+    found["named-files+surrogate.ipynb"] = notebook(base / "named-files+surrogate.ipynb", [
+        f"%%writefile {names}\n"] * 3 + ["%%writefile " + " ".join(["-a"] * 300) + " x y\n"] + module_cells(
+        SOLUTION, memory__py=memory + '\nNAME = "\ud800"\n'))
     return found
 
 
@@ -503,31 +500,30 @@ def result(graded, name: str, test: str) -> TestResult:
     return next(t for t in report.tests if test in t.name)
 
 
-@pytest.mark.parametrize("name, message", [
-    ("extension-module", f"not copied, not plain source: resource_accounting/{EXTENSION}"),
-    ("other-package", "flash_attention/counting.py line 1"),
-    ("too-deep", "deep.py: cannot be parsed"),
-    ("alias-chain", "may stand for more than"),
-    ("rot13", "not copied, its coding line declares rot13"),
-    ("surrogate.ipynb", "not UTF-8 text"),
-])
-def test_each_attack_on_the_static_check_or_the_opening_scores_nothing_and_says_why(graded, name, message):
-    matmul = result(graded, name, "test_matmul_flops_is_2mnp")
-    assert matmul.points == 0
-    report = graded[name][0]
-    assert message in matmul.message + "\n".join(report.log), (name, matmul.message, report.log)
+def test_a_forbidden_import_in_the_other_package_scores_nothing_when_graded(graded):
+    matmul = result(graded, "other-package+huge-int", "test_matmul_flops_is_2mnp")
+    assert matmul.points == 0 and "flash_attention/counting.py line 1" in matmul.message
 
 
 def test_an_integer_too_long_for_the_grader_does_not_pass_a_test_expecting_value_error(graded):
-    rejects = result(graded, "huge-int", "test_underflows_to_zero_rejects")
+    rejects = result(graded, "other-package+huge-int", "test_underflows_to_zero_rejects")
     assert rejects.points == 0 and "not a valid frame" in rejects.message
 
 
-def test_a_deep_scratch_tree_keeps_its_finished_report(graded):
-    assert result(graded, "scratch-tree", "test_matmul_flops_is_2mnp").status == "passed"
+def test_a_deep_scratch_tree_keeps_its_finished_report_and_refused_files_are_named(graded):
+    report = graded["scratch-tree+rot13"][0]
+    assert result(graded, "scratch-tree+rot13", "test_matmul_flops_is_2mnp").status == "passed"
+    assert result(graded, "scratch-tree+rot13", "test_underflows_to_zero_rejects").points == 0
+    log = "\n".join(report.log)
+    assert "resource_accounting/memory.py: not copied, its coding line declares rot13" in log
+    assert f"not copied, not plain source: resource_accounting/{EXTENSION}" in log
 
 
-def test_a_notebook_naming_many_files_has_a_short_log(graded):
-    report = graded["named-files.ipynb"][0]
-    assert any(line.startswith("cell 1: its %%writefile line is longer than") for line in report.log)
-    assert result(graded, "named-files.ipynb", "test_matmul_flops_is_2mnp").status == "passed"
+def test_a_notebook_naming_many_files_with_a_lone_surrogate_has_a_short_log(graded):
+    report = graded["named-files+surrogate.ipynb"][0]
+    cells = [line for line in report.log if line.startswith("cell ")]
+    assert len(cells) == 4 and cells[3].startswith("cell 4 writes x y, which is not a module")
+    assert all(line.startswith(f"cell {i}: its %%writefile line is longer than") for i, line in enumerate(cells[:3], 1))
+    assert any(line.startswith("resource_accounting/memory.py line ") and "not UTF-8 text" in line for line in report.log)
+    assert result(graded, "named-files+surrogate.ipynb", "test_matmul_flops_is_2mnp").status == "passed"
+    assert result(graded, "named-files+surrogate.ipynb", "test_underflows_to_zero_rejects").points == 0
