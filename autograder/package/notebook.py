@@ -232,13 +232,23 @@ def read_modules(data: bytes, packages: list[str]) -> tuple[dict[str, bytes], li
     A lone surrogate in a cell (valid JSON, not text) is kept as its bytes: the file is then not UTF-8,
     which the submission's copier reports for that file."""
     try:
-        nb = nbformat.reads(data.decode("utf-8"), as_version=4)
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise NotebookError(f"is not a readable notebook (not UTF-8 text at byte {exc.start})") from None
+    try:
+        count = len(json.loads(text).get("cells", ()))  # counted before nbformat validates every cell
+    except Exception:  # noqa: BLE001  (nbformat below says what is wrong)
+        count = 0
+    if count > MAX_CELLS:
+        raise NotebookError(f"has {count} cells, more than the {MAX_CELLS} the grader reads")
+    try:
+        nb = nbformat.reads(text, as_version=4)
     except Exception as exc:  # nbformat raises JSON, validation and version errors of several types
         raise NotebookError(f"is not a readable notebook ({type(exc).__name__}: {str(exc)[:200]})") from None
     cells = nb.get("cells") if isinstance(nb, dict) else None
     if not isinstance(cells, list):
         raise NotebookError("is not a notebook (no list of cells)")
-    if len(cells) > MAX_CELLS:
+    if len(cells) > MAX_CELLS:  # an old format's worksheets
         raise NotebookError(f"has {len(cells)} cells, more than the {MAX_CELLS} the grader reads")
     parts: dict[str, list[str]] = {}
     writers: dict[str, list[int]] = {}
