@@ -186,16 +186,18 @@ def _affected(problems: list[Module], modules: dict[str, Module], folders: dict[
 
 
 class _OverBudget(Exception):
-    """The scan of one submission ran out of time or read more source than it may."""
+    """The scan of one submission ran out of time, source or names to follow."""
 
 
 class _Budget:
+    """What one scan may still spend: time until `deadline`, bytes of source, resolved names."""
+
     def __init__(self, deadline: float) -> None:
         self.deadline, self.source, self.names = deadline, 0, 0
 
     def check(self) -> None:
         if time.monotonic() > self.deadline:
-            raise _OverBudget(f"the scan took longer than {SCAN_SECONDS:g} s")
+            raise _OverBudget(f"the scan ran past its deadline ({SCAN_SECONDS:g} s at most)")
 
     def read(self, size: int) -> None:
         self.source += size
