@@ -120,3 +120,14 @@ def test_the_release_points_students_to_handouts_it_contains(packaged):
     for path in student.rglob("*.py"):
         for handout in re.findall(r"handout: (\S+README\.md)", path.read_text()):
             assert (student / handout).is_file(), f"{path.relative_to(student)} names {handout}, not in the release"
+
+
+def test_the_cpu_wheel_index_is_a_make_variable_off_by_default(packaged):
+    """`make install TORCH_INDEX=URL` installs the pinned torch from that index; without it, no index is named."""
+    def torch_line(*extra: str) -> str:
+        done = subprocess.run(["make", "-n", "install", "VENV=venv-that-does-not-exist", *extra],
+                              cwd=packaged.dist / "student", capture_output=True, text=True, check=True)
+        return next(line for line in done.stdout.splitlines() if "torch==" in line)
+
+    assert "--index-url" not in torch_line()
+    assert torch_line("TORCH_INDEX=file:///cpu-wheels").endswith("--index-url file:///cpu-wheels torch==2.13.0")
