@@ -11,6 +11,7 @@ by the README's own command, gets feedback.md under 150 lines. Without any isola
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -21,10 +22,14 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from autograder import cohort
 from autograder.package import gradescope
+from autograder.report.terminal import print_report
+from autograder.results import GradeReport
 from autograder.sandbox import policy, user
+from autograder.sandbox.process import LAUNCHER
 
 ROOT = Path(__file__).resolve().parents[2]
 ASSIGNMENT = "resource_accounting"
@@ -203,6 +208,47 @@ def test_the_readme_command_grades_and_a_one_mistake_feedback_reads_in_order(hos
     assert lines[2].startswith("Score: **") and headings[0].startswith("## To fix:")
     assert headings[-2].startswith("## Passed:") and headings[-1] == "## Grading notes"
     assert "test_matmul_flops_is_2mnp" in feedback and "Checks:" in feedback
+    report = GradeReport.from_json((hosted["readme"][2] / "report.json").read_text())
+    console = Console(file=io.StringIO(), width=80, record=True, color_system=None)
+    print_report(report, console)
+    terminal = console.export_text()
+    assert len(terminal.splitlines()) < 150 and "test_matmul_flops_is_2mnp" in terminal
+    assert "test_memory_usage_is_numel_times_element_size" not in terminal  # passed: counted, not listed
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="dropping to another user needs root")
+def test_the_launcher_leaves_the_worker_no_root_no_capabilities_and_no_new_privileges(tmp_path):
+    account = user.Account.acquire()
+    try:
+        limits = json.dumps({"nproc": 64, "user": [account.uid, account.gid]})
+        # cat of its own status (this machine's Python may sit where other users cannot reach it)
+        done = subprocess.run([sys.executable, "-I", "-S", str(LAUNCHER), limits, "--", shutil.which("cat"), "/proc/self/status"],
+                              capture_output=True, text=True, timeout=60, cwd="/")
+    finally:
+        account.release()
+    assert done.returncode == 0, done.stderr
+    status = dict(line.split(":", 1) for line in done.stdout.splitlines() if ":" in line)
+    assert status["Uid"].split() == [str(account.uid)] * 4 and status["Gid"].split() == [str(account.gid)] * 4
+    assert status["Groups"].strip() == "" and int(status["CapEff"], 16) == 0 and int(status["CapPrm"], 16) == 0
+    assert status["NoNewPrivs"].strip() == "1"
+
+
+def test_the_grader_files_are_closed_to_others_and_the_submission_copy_is_readable(tmp_path):
+    (tmp_path / "solutions").mkdir(mode=0o755)
+    (tmp_path / "README.md").write_text("x")
+    (tmp_path / "README.md").chmod(0o644)
+    (tmp_path / "venv").symlink_to(sys.prefix)
+    left = user.guard_grader(tmp_path)
+    assert left == ["venv"]
+    assert (tmp_path / "solutions").stat().st_mode & 0o777 == 0o700
+    assert (tmp_path / "README.md").stat().st_mode & 0o777 == 0o600
+    submission = tmp_path / "submission"
+    (submission / "pkg").mkdir(parents=True)
+    (submission / "pkg" / "a.py").write_text("x = 1\n")
+    (submission / "pkg" / "a.py").chmod(0o600)
+    user.share_read_only(submission)
+    assert (submission / "pkg" / "a.py").stat().st_mode & 0o777 == 0o644
+    assert (submission / "pkg").stat().st_mode & 0o777 == 0o755
 
 
 def test_grading_without_any_isolation_is_refused_unless_explicitly_allowed(tmp_path):
