@@ -116,9 +116,12 @@ class Account:
 
 def share_read_only(folder: Path) -> None:
     """Every file of the submission copy readable, none writable, by the worker (the grader owns them)."""
-    for path in [folder, *folder.rglob("*")]:
-        if not path.is_symlink():
-            path.chmod(0o755 if path.is_dir() else 0o644)
+    folder.chmod(0o755)
+    for top, dirs, files in os.walk(folder):  # never through a symlink
+        for name in dirs + files:
+            path = Path(top) / name
+            if not path.is_symlink():
+                path.chmod(0o755 if name in dirs else 0o644)
 
 
 def processes_of(uid: int) -> list[int]:
