@@ -140,7 +140,7 @@ def feedback_markdown(report: GradeReport) -> str:
     score = f"Score: **{points(report.score)} / {points(graded_max)}** points"
     lines = [f"# Feedback: {code(report.submission)}", "",
              score + (" graded here. " + _gpu_sentence(waiting) if waiting else ""), ""]
-    lines += _table(report)
+    lines += _table(report) if report.tests else []
     shown = [t for t in report.tests if t.visibility != "hidden"]
     fix = by_function([t for t in shown if t.status in TO_FIX])
     hidden_fix = sum(t.status in TO_FIX for t in report.tests if t.visibility == "hidden")
