@@ -125,17 +125,18 @@ def share_read_only(folder: Path) -> None:
 
 
 def processes_of(uid: int) -> list[int]:
-    """Processes whose real, effective, saved or filesystem uid is `uid`."""
+    """Live processes whose real, effective, saved or filesystem uid is `uid` (not zombies: they run
+    nothing, and go once their parent reaps them)."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/status") as f:
-                uids = next(line for line in f if line.startswith("Uid:")).split()[1:]
-        except (OSError, StopIteration):
+                fields = dict(line.split(":", 1) for line in f if line.startswith(("State:", "Uid:")))
+        except (OSError, ValueError):
             continue
-        if str(uid) in uids:
+        if str(uid) in fields.get("Uid", "").split() and not fields.get("State", "").strip().startswith("Z"):
             found.append(int(entry))
     return found
 

@@ -19,6 +19,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -268,3 +269,21 @@ def test_an_explicit_opt_out_is_stated_in_the_log():
     finally:
         del os.environ[policy.ALLOW_UNSANDBOXED]
     assert any(line.startswith(policy.NO_ISOLATION) for line in lines)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="running as another user needs root")
+def test_a_fork_bomb_of_the_worker_user_is_capped_and_killed_to_the_last_process():
+    account = user.Account.acquire()
+    limits = json.dumps({"nproc": 64, "user": [account.uid, account.gid]})
+    bomb = "b() { b & b & wait; }; b"
+    launched = subprocess.Popen([sys.executable, "-I", "-S", str(LAUNCHER), limits, "--", shutil.which("sh"), "-c",
+                                 bomb], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline, seen = time.monotonic() + 60, [0]
+        while max(seen) < 16 and time.monotonic() < deadline:
+            seen.append(len(account.pids()))
+        assert 16 <= max(seen) <= 64  # it forked, and RLIMIT_NPROC binds the worker's user
+    finally:
+        account.release()
+        launched.wait()
+    assert user.processes_of(account.uid) == []
