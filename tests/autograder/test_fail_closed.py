@@ -271,12 +271,27 @@ def test_an_explicit_opt_out_is_stated_in_the_log():
     assert any(line.startswith(policy.NO_ISOLATION) for line in lines)
 
 
+def any_process_of(uid: int) -> bool:
+    """Whether any process of `uid` exists, zombies included."""
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and entry.stat().st_uid == uid:
+                return True
+        except OSError:
+            pass
+    return False
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="running as another user needs root")
 def test_a_fork_bomb_of_the_worker_user_is_capped_and_killed_to_the_last_process():
     account = user.Account.acquire()
+    # Zombies count towards RLIMIT_NPROC too: let init reap those of an earlier grading first.
+    deadline = time.monotonic() + 60
+    while any_process_of(account.uid) and time.monotonic() < deadline:
+        time.sleep(0.1)
     limits = json.dumps({"nproc": 64, "user": [account.uid, account.gid]})
     bomb = "b() { b & b & wait; }; b"
-    launched = subprocess.Popen([sys.executable, "-I", "-S", str(LAUNCHER), limits, "--", shutil.which("sh"), "-c",
+    launched = subprocess.Popen([sys.executable, "-I", "-S", str(LAUNCHER), limits, "--", shutil.which("bash"), "-c",
                                  bomb], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline, seen = time.monotonic() + 60, [0]
