@@ -40,7 +40,7 @@ install: $(STAMP)
 
 $(VENV)/.installed-%: pyproject.toml
 	@test -x $(VENV)/bin/python || $(BOOTSTRAP) -m venv $(VENV)
-	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) $(TORCH_PIN)
+	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check $(TORCH_PIN)$(if $(TORCH_INDEX), --index-url $(TORCH_INDEX))
 	$(VENV)/bin/python -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; \
 	  print("\n".join(p["dependencies"] + p["optional-dependencies"]["instructor"]))' > $(VENV)/requirements.txt
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r $(VENV)/requirements.txt

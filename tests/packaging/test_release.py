@@ -130,4 +130,4 @@ def test_the_cpu_wheel_index_is_a_make_variable_off_by_default(packaged):
         return next(line for line in done.stdout.splitlines() if "torch==" in line)
 
     assert "--index-url" not in torch_line()
-    assert torch_line("TORCH_INDEX=file:///cpu-wheels").endswith("--index-url file:///cpu-wheels torch==2.13.0")
+    assert torch_line("TORCH_INDEX=file:///cpu-wheels").endswith("torch==2.13.0 --index-url file:///cpu-wheels")

@@ -37,7 +37,7 @@ install: $(STAMP)
 
 $(VENV)/.installed-%: pyproject.toml
 	@test -x $(VENV)/bin/python || $(BOOTSTRAP) -m venv $(VENV)
-	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) $(TORCH_PIN)
+	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check $(TORCH_PIN)$(if $(TORCH_INDEX), --index-url $(TORCH_INDEX))
 	$(VENV)/bin/python -c 'import tomllib; \
 	  print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' > $(VENV)/requirements.txt
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r $(VENV)/requirements.txt
