@@ -7,6 +7,11 @@ SHELL := /bin/bash
 VENV ?= .venv
 BOOTSTRAP ?= python3
 TORCH_PIN ?= torch==2.13.0
+# Linux without an NVIDIA GPU: PyPI's torch wheel for Linux brings several GB of CUDA libraries. Pass
+# TORCH_INDEX=<PyTorch's CPU-only wheel index> (the index URL pytorch.org's "Get started" page gives
+# for Linux, pip, CPU) to install the small CPU build of the same version instead. Empty by default:
+# torch then comes from wherever pip is configured to look.
+TORCH_INDEX ?=
 
 ifeq ($(origin PYTHON), undefined)
 PYTHON := $(VENV)/bin/python
@@ -35,7 +40,7 @@ install: $(STAMP)
 
 $(VENV)/.installed-%: pyproject.toml
 	@test -x $(VENV)/bin/python || $(BOOTSTRAP) -m venv $(VENV)
-	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check $(TORCH_PIN)
+	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check $(TORCH_PIN)$(if $(TORCH_INDEX), --index-url $(TORCH_INDEX))
 	$(VENV)/bin/python -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; \
 	  print("\n".join(p["dependencies"] + p["optional-dependencies"]["instructor"]))' > $(VENV)/requirements.txt
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r $(VENV)/requirements.txt

@@ -76,7 +76,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def require_isolation(args: argparse.Namespace) -> None:
+    """Refuse to grade (exit 2, saying why and what to do) where nothing would isolate student code."""
+    from autograder.sandbox.policy import SandboxUnavailable, detect
+
+    try:
+        detect()
+    except SandboxUnavailable as exc:
+        args.parser.exit(2, f"{args.parser.prog}: {exc}\n")
+
+
 def grade_command(args: argparse.Namespace) -> int:
+    require_isolation(args)
     if not args.submission.exists():
         args.parser.error(f"{args.submission} does not exist: give a submission folder or .zip")
     from autograder.grade import grade
@@ -95,6 +106,7 @@ def grade_command(args: argparse.Namespace) -> int:
 
 
 def batch_command(args: argparse.Namespace) -> int:
+    require_isolation(args)
     from autograder.batch import BatchError, run_batch
 
     console = Console()
@@ -116,6 +128,7 @@ def batch_command(args: argparse.Namespace) -> int:
 def nbgrader_command(args: argparse.Namespace) -> int:
     if not (args.course / "nbgrader_config.py").is_file():
         args.parser.error(f"{args.course} is not an nbgrader course directory (no nbgrader_config.py there)")
+    require_isolation(args)
     from autograder.package.nbgrader_scores import CourseError, grade_course
 
     try:

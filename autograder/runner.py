@@ -257,6 +257,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-overlap", dest="overlap", action="store_false",
                         help="with --serve: prepare the next submission's sandbox only after the current one is graded")
     args = parser.parse_args(argv)
+    try:  # fail closed: no grading without an isolation (or the instructor's explicit opt-out)
+        protections_for(args.timeout, args.sandbox)
+    except policy.SandboxUnavailable as exc:
+        print(exc, file=sys.stderr)
+        return 3
     if args.serve:
         serve(args.timeout, args.sandbox, args.overlap)
         # Every child is reaped and nothing is left to clean up: skip the interpreter's teardown, where

@@ -6,14 +6,14 @@ on CPU tensors under the interpreter (TRITON_INTERPRET=1, set by `kernels` befor
 Importing this module needs the triton package (Linux wheels only).
 
 The counts say why both are memory-bound: an elementwise op reads and writes every element once
-and does a handful of FLOPs per element, so its arithmetic intensity (FLOPs per byte moved) is far
+and does a handful of FLOPs per element, so its arithmetic intensity (FLOPs per byte moved, the
+`arithmetic_intensity` you write in resource_accounting, handout §4: GeLU 5.0 and add 1/6 in bf16) is far
 below any GPU's ridge point (about 295 FLOP/byte for an H100 SXM in bf16: 989.4e12 FLOP/s over
 3.35e12 B/s, NVIDIA's datasheet figures).
 """
 
 from __future__ import annotations
 
-import math
 
 import kernels  # noqa: F401  (select the interpreter before Triton is imported)
 import torch
@@ -103,10 +103,3 @@ def gelu_bytes(num_elements: int, bytes_per_element: int = 2) -> int:
     """Bytes moved to and from memory: read x, write the output."""
     _check_count(num_elements, bytes_per_element)
     return 2 * num_elements * bytes_per_element
-
-
-def arithmetic_intensity(flops: float, bytes_moved: float) -> float:
-    """FLOPs per byte moved (gelu in bf16: 5.0; add in bf16: 1/6)."""
-    if bytes_moved <= 0 or flops < 0 or not math.isfinite(flops):
-        raise ValueError(f"need flops >= 0 and bytes_moved > 0, got flops={flops!r}, bytes_moved={bytes_moved!r}")
-    return flops / bytes_moved

@@ -1,6 +1,10 @@
 """The roofline of the H100 and the H200, with the lecture's operations placed on it.
 
-    python -m kernels.roofline --out build/roofline.png      # what `make roofline` runs
+    python -m kernels.roofline --out build/roofline.png [--impl solutions|assignments|PATH]
+
+The attainable FLOP/s come from the implementation tree's own `resource_accounting.flops.
+attainable_flops_per_sec` (handout §4): in the student release, `make roofline` draws the roofline
+with your function (and says so while it still raises NotImplementedError).
 
 A kernel doing F FLOPs while moving B bytes between HBM and the chip has arithmetic intensity I = F / B
 (FLOP/byte). It can run no faster than the compute peak, nor than bandwidth × I FLOP/s:
@@ -15,12 +19,14 @@ ReLU 0.25, GeLU 5, dot product ≈ 0.5, matrix-vector ≈ 1 (all memory-bound), 
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from matplotlib.figure import Figure
 
+from kernels import impl
 from kernels.hardware import GPU, gpu
 
 BF16_BYTES = 2
@@ -72,9 +78,20 @@ def lecture_ops(n: int = 1024, bytes_per_element: float = BF16_BYTES) -> tuple[O
     )
 
 
-def attainable_flops_per_sec(device: GPU, intensity: float) -> float:
-    """The roofline in bf16: min(peak, intensity × bandwidth)."""
-    return min(device.bf16_flops_per_sec, intensity * device.hbm_bandwidth_bytes_per_sec)
+def attainable(device: GPU, intensity: float) -> float:
+    """The roofline in bf16 at `intensity`, by the implementation tree's §4 function."""
+    from resource_accounting.flops import attainable_flops_per_sec
+
+    return attainable_flops_per_sec(intensity, device.bf16_flops_per_sec, device.hbm_bandwidth_bytes_per_sec)
+
+
+def use_tree(choice: str | None) -> Path:
+    """Put the chosen implementation tree (default: solutions here, assignments in the release) on sys.path."""
+    root = Path(__file__).resolve().parents[1]
+    default = "solutions" if (root / "solutions").is_dir() else "assignments"
+    tree = impl.resolve(impl.choose(choice, default), root)
+    impl.activate(tree)
+    return tree
 
 
 @dataclass(frozen=True)
@@ -94,7 +111,7 @@ def placed_points(gpus: tuple[str, ...] = PLOTTED_GPUS, ops: tuple[Op, ...] | No
     points = []
     for device in map(gpu, gpus):
         for op in ops:
-            points.append(PlacedOp(op.name, device.name, op.intensity, attainable_flops_per_sec(device, op.intensity),
+            points.append(PlacedOp(op.name, device.name, op.intensity, attainable(device, op.intensity),
                                    op.intensity >= device.ridge_point()))
     return points
 
@@ -106,7 +123,7 @@ def plot(out: Path, gpus: tuple[str, ...] = PLOTTED_GPUS) -> Path:
     intensities = np.logspace(-2, 4, 400)
     points = placed_points(gpus)
     for device, color in zip(map(gpu, gpus), ("tab:blue", "tab:orange")):
-        ax.plot(intensities, [attainable_flops_per_sec(device, i) for i in intensities], color=color,
+        ax.plot(intensities, [attainable(device, float(i)) for i in intensities], color=color,
                 label=f"{device.name}: ridge {device.ridge_point():.0f} FLOP/byte")
         ax.axvline(device.ridge_point(), color=color, linestyle=":", linewidth=1)
         mine = [p for p in points if p.gpu == device.name]
@@ -127,8 +144,17 @@ def plot(out: Path, gpus: tuple[str, ...] = PLOTTED_GPUS) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Plot the H100 and H200 rooflines with the lecture's ops.")
     parser.add_argument("--out", type=Path, default=Path("build/roofline.png"), help="PNG to write")
+    parser.add_argument("--impl", default=None, help="implementation tree: solutions, assignments or PATH")
     args = parser.parse_args(argv)
-    print(f"wrote {plot(args.out)}")
+    try:
+        tree = use_tree(args.impl)
+        print(f"wrote {plot(args.out)}")
+    except impl.ImplError as exc:
+        parser.error(str(exc))
+    except NotImplementedError as exc:
+        print(f"the roofline uses attainable_flops_per_sec from {tree}/resource_accounting/flops.py, which is not "
+              f"written yet ({exc}); write it (handout §4), then run this again", file=sys.stderr)
+        return 1
     return 0
 
 

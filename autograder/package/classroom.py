@@ -6,7 +6,8 @@ The template is the student release (release.py) plus .github/workflows/classroo
 script its steps run (autograder/package/classroom_step.py). The workflow follows what GitHub
 Classroom's grading reporter expects: a single job, `run-autograding-tests`, in a workflow named
 "Autograding Tests"; after checkout and `make install`, one step per public test file, each with an
-id, reporting that file's points; then the reporter step, which reads each step's `result` output
+id, reporting that file's points (each with a deadline of its own and `if: always()`, so that a hanging
+test file reports its timeout and the others still report); then the reporter step (`if: always()`), which reads each step's `result` output
 (env `<ID>_RESULTS`) and lists every step id in `runners`. The steps' points add up to the public
 total. Students can edit this workflow in their own repositories, so its score is feedback; the grade
 comes from `python -m autograder batch` over the cloned repositories.
@@ -22,6 +23,7 @@ from pathlib import Path
 import yaml
 
 from autograder.package import release
+from autograder.package.classroom_step import STEP_TIMEOUT
 from autograder.package.collect import CollectedTest, collect
 from autograder.package.layout import assignments, copy, write_text
 
@@ -41,7 +43,10 @@ def grading_steps(tests: list[CollectedTest]) -> list[dict]:
     for test in tests:
         if test.public:
             points[test.path] = points.get(test.path, 0.0) + test.points
-    return [{"name": f"{path} ({value:g} points)", "id": step_id(path), "timeout-minutes": 15,
+    # Every step runs whatever became of the earlier ones, stops its own tests after STEP_TIMEOUT and
+    # writes its result; GitHub's timeout-minutes is only the backstop.
+    return [{"name": f"{path} ({value:g} points)", "id": step_id(path), "if": "always()",
+             "timeout-minutes": int(STEP_TIMEOUT // 60) + 5,
              "run": shlex.join([".venv/bin/python", "-m", "autograder.package.classroom_step", path,
                                 "--max-score", f"{value:g}"])}
             for path, value in points.items()]
@@ -50,7 +55,7 @@ def grading_steps(tests: list[CollectedTest]) -> list[dict]:
 def workflow(tests: list[CollectedTest]) -> dict:
     steps = grading_steps(tests)
     ids = [step["id"] for step in steps]
-    reporter = {"name": "Autograding Reporter", "uses": REPORTER,
+    reporter = {"name": "Autograding Reporter", "if": "always()", "uses": REPORTER,
                 "env": {f"{i.upper()}_RESULTS": f"${{{{steps.{i}.outputs.result}}}}" for i in ids},
                 "with": {"runners": ",".join(ids)}}
     setup = [{"name": "Checkout code", "uses": "actions/checkout@v4"},

@@ -7,6 +7,7 @@ notebook.py for how the notebook maps to the package) beside what its test cells
 tests, kernels/, the test harness, notebook_tests.py, a pytest.ini). Then nbgrader's own
 GenerateAssignment (what `nbgrader generate_assignment` runs) writes the student version to
 release/<a>/ and records the assignment, with its hidden tests, in the course's gradebook.db.
+`write_feedback` puts the trusted grader's feedback where nbgrader's release_feedback looks for it.
 """
 
 from __future__ import annotations
@@ -88,6 +89,31 @@ def build(dest: Path, tests: list[CollectedTest] | None = None) -> None:
         write_source(dest, name, tests)
     for name in names:
         generate_assignment(dest, name)
+
+
+def write_feedback(course: Path, assignment: str, student: str, notebook: str, report) -> Path:
+    """The trusted grader's feedback as nbgrader's feedback file, feedback/<student>/<assignment>/<notebook>.html,
+    where `nbgrader release_feedback` finds it. It is feedback.md rendered (raw HTML off, so nothing a
+    student printed becomes markup): hidden tests appear only as counts. nbgrader's timestamp and
+    submission secret (written by `nbgrader collect`) are copied beside it, as release_feedback needs."""
+    from html import escape
+
+    from markdown_it import MarkdownIt
+    from nbgrader.coursedir import CourseDirectory
+
+    from autograder.report.markdown import feedback_markdown
+
+    coursedir = CourseDirectory(config=course_config(course))
+    folder = Path(coursedir.format_path(coursedir.feedback_directory, student, assignment))
+    body = MarkdownIt("commonmark", {"html": False}).enable("table").render(feedback_markdown(report))
+    page = (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Feedback: {escape(notebook)}</title>"
+            f"</head><body>\n{body}</body></html>\n")
+    write_text(folder / f"{notebook}.html", page)
+    submitted = Path(coursedir.format_path(coursedir.submitted_directory, student, assignment))
+    for name in ("timestamp.txt", "submission_secret.txt"):
+        if (submitted / name).is_file():
+            write_text(folder / name, (submitted / name).read_text(encoding="utf-8"))
+    return folder / f"{notebook}.html"
 
 
 def main(argv: list[str] | None = None) -> int:

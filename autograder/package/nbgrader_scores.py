@@ -29,7 +29,7 @@ import nbformat
 
 from autograder.package.collect import group_of
 from autograder.package.layout import assignments
-from autograder.package.nbgrader import course_config, use_this_environment
+from autograder.package.nbgrader import course_config, use_this_environment, write_feedback
 from autograder.package.notebook import SCAN_MARK
 from autograder.results import GradeReport
 
@@ -167,5 +167,6 @@ def grade_course(course: Path, assignment: str, *, workers: int = 1,
             cells, comment_cell = test_cells(nb)
             result = scored(student, submitted.stem, cells, report)
             record(gradebook, assignment, result, comment_cell)
+            write_feedback(course, assignment, student, submitted.stem, report)
             results.append(result)
     return results

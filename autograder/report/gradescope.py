@@ -1,7 +1,9 @@
 """Gradescope's results.json: the report in Gradescope's documented autograder output format.
 
 Gradescope knows two test statuses, passed and failed, so every other status becomes "failed" with
-its reason at the start of the test's output. Test visibilities use Gradescope's own names, so they
+its reason at the start of the test's output, except "not graded here: needs a GPU": such a test is
+listed as 0 of 0 points without a status (neither passed nor failed), its name and output say why,
+and the overall output says what the score is out of (the assignment's total to set on Gradescope). Test visibilities use Gradescope's own names, so they
 pass through unchanged. The schema this output follows is gradescope_schema.json beside this file.
 """
 
@@ -24,6 +26,10 @@ def case_entry(test: TestResult) -> dict:
     output = explanation(test)
     if test.status != "passed" and test.hint:
         output += f"\nHint: {test.hint}"
+    if test.status == "not_graded":  # 0 of 0 and no status: neither passed nor failed, and out of the total
+        return {"name": f"{test.name} (not graded here: needs a GPU)", "score": 0.0, "max_score": 0.0,
+                "output": f"{output}; worth {test.max_points:g} points where graded on a GPU",
+                "visibility": test.visibility}
     return {
         "name": test.name,
         "score": float(test.points),
@@ -34,11 +40,22 @@ def case_entry(test: TestResult) -> dict:
     }
 
 
+def gpu_note(report: GradeReport) -> list[str]:
+    """What the total is out of, when some tests were not graded for want of a GPU."""
+    waiting = [t for t in report.tests if t.status == "not_graded"]
+    if not waiting:
+        return []
+    graded = sum(t.max_points for t in report.tests if t.status != "not_graded")
+    tests = f"{len(waiting)} test{'s' * (len(waiting) != 1)} worth {sum(t.max_points for t in waiting):g} points"
+    return [f"score out of {graded:g} points: {tests} need{'s' * (len(waiting) == 1)} a GPU, not graded "
+            "here (listed as 0 / 0)"]
+
+
 def results_json(report: GradeReport) -> dict:
     return {
         "score": float(report.score),
         "execution_time": round(report.execution_time, 3),
-        "output": "\n".join(clean(line) for line in report.log),
+        "output": "\n".join(clean(line) for line in gpu_note(report) + report.log),
         "visibility": "visible",
         # The grader's stdout may name hidden tests: instructors only.
         "stdout_visibility": "hidden",

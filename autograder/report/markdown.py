@@ -1,17 +1,29 @@
-"""Markdown feedback for one student: a summary table per assignment, then each visible test.
+"""Markdown feedback for one student, in the order a student reads it.
 
-Hidden tests (visibility "hidden") appear only as a count and a points total: their names and
-messages would give away the hidden suite. Messages and log lines come from student code, so they
-go into fenced code blocks whose fence is longer than any backtick run inside; nothing a student
-prints can close the block and inject Markdown or HTML.
+1. The score, and how many points were not graded here (tests that need a GPU) and why.
+2. One row per assignment: points, passed, to fix, not graded, hidden tests.
+3. What to fix: each failing test function with what it checks, the message (expected and got, the
+   first lines of it) and the hint; further failing cases of the same function one line each.
+4. Tests not implemented yet, then the not-graded ones: one line per test function (its parametrised
+   cases counted, not repeated); then the passed ones, one line per test file naming its functions.
+5. The grading notes (the protections that were active, the seed).
+
+Hidden tests (visibility "hidden") appear only as counts and points: their names and messages would
+give away the hidden suite. Messages and log lines come from student code, so they go into fenced
+code blocks whose fence is longer than any backtick run inside; nothing a student prints can close
+the block and inject Markdown or HTML.
 """
 
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 
 from autograder.report.text import clean, points, reason, short_name
 from autograder.results import GradeReport, TestResult
+
+MESSAGE_LINES = 6  # of a failure's message in the feedback; the full text is in report.json and junit.xml
+TO_FIX = ("failed", "error")
 
 
 def fenced(text: str, info: str = "text") -> str:
@@ -35,46 +47,125 @@ def _line(text: str) -> str:
     return " ".join(text.split())
 
 
-def _summary(tests: list[TestResult]) -> list[str]:
-    shown = [t for t in tests if t.visibility != "hidden"]
-    hidden = [t for t in tests if t.visibility == "hidden"]
-    lines = ["| test | status | points |", "|---|---|---:|"]
-    lines += [f"| {code(short_name(t))} | {reason(t)} | {points(t.points)} / {points(t.max_points)} |"
-              for t in shown]
-    if hidden:
-        got, total = sum(t.points for t in hidden), sum(t.max_points for t in hidden)
-        lines.append(f"| {len(hidden)} hidden test{'s' * (len(hidden) != 1)} | | "
-                     f"{points(got)} / {points(total)} |")
-    return lines
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'s' * (count != 1)}"
 
 
-def _details(test: TestResult) -> list[str]:
-    lines = [f"#### {code(short_name(test))}", ""]
-    if test.checks:
-        lines += [f"Checks: {_line(test.checks)}", ""]
-    lines += [f"Status: **{reason(test)}** ({points(test.points)} / {points(test.max_points)} points)", ""]
-    if test.status != "passed":
-        message = test.message.strip()
-        if message and message != reason(test):
-            label = "Expected vs got" if test.status == "failed" else "Message"
-            lines += [f"{label}:", "", fenced(message), ""]
-        if test.hint:
-            lines += [f"Hint: {_line(test.hint)}", ""]
-    return lines
+def function_of(test: TestResult) -> str:
+    """The test function: the short name without its parametrisation."""
+    return short_name(test).split("[", 1)[0]
+
+
+def by_function(tests: list[TestResult]) -> "OrderedDict[str, list[TestResult]]":
+    groups: OrderedDict[str, list[TestResult]] = OrderedDict()
+    for test in tests:
+        groups.setdefault(function_of(test), []).append(test)
+    return groups
+
+
+def cut(message: str, lines: int = MESSAGE_LINES) -> str:
+    """The first `lines` non-blank lines of a message, saying how many more there were."""
+    kept = [line for line in message.strip().splitlines() if line.strip()]
+    if len(kept) <= lines:
+        return "\n".join(kept)
+    return "\n".join(kept[:lines] + [f"... ({len(kept) - lines} more lines)"])
+
+
+def _one_line(name: str, group: list[TestResult], note: str = "") -> str:
+    got, total = sum(t.points for t in group), sum(t.max_points for t in group)
+    cases = f"{len(group)} cases, " if len(group) > 1 else ""
+    return f"- {code(name)} ({cases}{points(got)} / {points(total)}){note}"
+
+
+def _passed_by_file(group: "OrderedDict[str, list[TestResult]]") -> list[str]:
+    """One line per test file: its points and each passed test function (cases counted)."""
+    files: OrderedDict[str, list[str]] = OrderedDict()
+    totals: dict[str, float] = {}
+    for name, tests in group.items():
+        path, _, function = name.partition("::")
+        files.setdefault(path, []).append(code(function) + (f" ({len(tests)} cases)" if len(tests) > 1 else ""))
+        totals[path] = totals.get(path, 0.0) + sum(t.points for t in tests)
+    return [f"- {code(path)} ({points(totals[path])} / {points(totals[path])}): " + ", ".join(functions)
+            for path, functions in files.items()]
+
+
+def _first_line(test: TestResult) -> str:
+    return next((line.strip() for line in test.message.splitlines() if line.strip()), reason(test))
+
+
+def _failure(name: str, group: list[TestResult]) -> list[str]:
+    first, others = group[0], group[1:]
+    lines = [f"### {code(short_name(first))}: {reason(first)}, {points(first.points)} / {points(first.max_points)}"]
+    if first.checks:
+        lines.append(f"Checks: {_line(first.checks)}")
+    message = first.message.strip()
+    if message and message != reason(first):
+        lines.append(fenced(cut(message)))
+    if first.hint:
+        lines.append(f"Hint: {_line(first.hint)}")
+    for test in others:
+        lines.append(f"- also {code(short_name(test))} ({points(test.points)} / {points(test.max_points)}): "
+                     f"{code(_first_line(test)[:160])}")
+    return lines + [""]
+
+
+def _gpu_sentence(waiting: list[TestResult]) -> str:
+    total = sum(t.max_points for t in waiting)
+    one = len(waiting) == 1
+    return (f"{points(total)} more points come from {_plural(len(waiting), 'test')} that "
+            f"{'needs' if one else 'need'} a GPU: {'it is' if one else 'they are'} not graded here (this machine "
+            "has none), so they count neither for nor against this score.")
+
+
+def _table(report: GradeReport) -> list[str]:
+    lines = ["| assignment | points graded here | passed | to fix | not implemented | not graded (GPU) | hidden tests |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for assignment, tests in report.by_assignment().items():
+        graded = [t for t in tests if t.status != "not_graded"]
+        waiting = [t for t in tests if t.status == "not_graded"]
+        hidden = [t for t in graded if t.visibility == "hidden"]
+        count = {s: sum(t.status == s for t in tests) for s in ("passed", "not_implemented")}
+        gpu = f"{len(waiting)} ({points(sum(t.max_points for t in waiting))} points)" if waiting else "0"
+        secret = (f"{len(hidden)} ({points(sum(t.points for t in hidden))} / "
+                  f"{points(sum(t.max_points for t in hidden))})") if hidden else "0"
+        lines.append(f"| {code(assignment)} | {points(sum(t.points for t in graded))} / "
+                     f"{points(sum(t.max_points for t in graded))} | {count['passed']} | "
+                     f"{sum(t.status in TO_FIX for t in tests)} | {count['not_implemented']} | {gpu} | {secret} |")
+    return lines + [""]
 
 
 def feedback_markdown(report: GradeReport) -> str:
+    waiting = [t for t in report.tests if t.status == "not_graded"]
+    graded_max = sum(t.max_points for t in report.tests if t.status != "not_graded")
+    score = f"Score: **{points(report.score)} / {points(graded_max)}** points"
     lines = [f"# Feedback: {code(report.submission)}", "",
-             f"Score: **{points(report.score)} / {points(report.max_score)}** points", ""]
-    for assignment, tests in report.by_assignment().items():
-        got, total = sum(t.points for t in tests), sum(t.max_points for t in tests)
-        lines += [f"## {code(assignment)}: {points(got)} / {points(total)} points", ""]
-        lines += _summary(tests) + [""]
-        shown = [t for t in tests if t.visibility != "hidden"]
-        if shown:
-            lines += ["### Tests", ""]
-            for test in shown:
-                lines += _details(test)
+             score + (" graded here. " + _gpu_sentence(waiting) if waiting else ""), ""]
+    lines += _table(report) if report.tests else []
+    shown = [t for t in report.tests if t.visibility != "hidden"]
+    fix = by_function([t for t in shown if t.status in TO_FIX])
+    hidden_fix = sum(t.status in TO_FIX for t in report.tests if t.visibility == "hidden")
+    if fix or hidden_fix:
+        lines += [f"## To fix: {_plural(sum(map(len, fix.values())), 'test')}"
+                  + (f" (and {hidden_fix} hidden)" if hidden_fix else ""), ""]
+        for name, group in fix.items():
+            lines += _failure(name, group)
+    sections = (("not_implemented", "Not implemented yet"), ("not_graded", "Not graded here (needs a GPU)"),
+                ("skipped", "Skipped"), ("passed", "Passed"))
+    for status, title in sections:
+        group = by_function([t for t in shown if t.status == status])
+        hidden = sum(t.status == status for t in report.tests if t.visibility == "hidden")
+        if not group and not hidden:
+            continue
+        count = sum(map(len, group.values()))
+        lines += [f"## {title}: {_plural(count, 'test')}" + (f" (and {hidden} hidden)" if hidden else ""), ""]
+        if status == "not_graded":
+            lines += [_gpu_sentence(waiting), ""]
+        if status == "passed":
+            lines += _passed_by_file(group)
+        for name, tests in group.items() if status != "passed" else ():
+            note = f": {code(_first_line(tests[0])[:120])}" if status in ("not_implemented", "skipped") else ""
+            lines.append(_one_line(name, tests, note))
+        lines.append("")
     if report.log:
         lines += ["## Grading notes", "", fenced("\n".join(report.log)), ""]
     return "\n".join(lines)

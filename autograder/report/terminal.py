@@ -1,4 +1,5 @@
-"""The terminal view: one rich Table per assignment, then the per-assignment summary lines.
+"""The terminal view: per assignment, a rich Table of the tests that did not pass (one row per test
+function) and a count of those that did; then the per-assignment summary lines and the log.
 
 Every cell built from a report is a `rich.text.Text`, never a markup string: a student's message
 such as "[link=...]" or "[/]" must print as it is, not be interpreted by rich.
@@ -10,7 +11,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from autograder.report.text import clean, points, short_name
+from autograder.report.markdown import by_function
+from autograder.report.text import REASONS, clean, points
 from autograder.results import GradeReport, TestResult, summary_lines
 
 STYLES = {
@@ -35,18 +37,24 @@ def short_message(test: TestResult) -> str:
 
 
 def assignment_table(assignment: str, tests: list[TestResult]) -> Table:
-    table = Table(title=Text(assignment or "(no assignment)"), title_justify="left", expand=False)
-    table.add_column("test", overflow="fold")
-    table.add_column("status")
-    table.add_column("points", justify="right")
-    table.add_column("message", overflow="fold")
-    for test in tests:
-        table.add_row(
-            Text(clean(short_name(test))),
-            Text(test.status.replace("_", " "), style=STYLES[test.status]),
-            Text(f"{points(test.points)}/{points(test.max_points)}"),
-            Text(short_message(test)),
-        )
+    """The tests that did not pass, one row per test function (its parametrised cases counted);
+    the passed ones are counted below the table, not listed."""
+    passed = [t for t in tests if t.status == "passed"]
+    caption = f"{len(passed)} passed ({points(sum(t.points for t in passed))} points)"
+    table = Table(title=Text(assignment or "(no assignment)"), title_justify="left", expand=False,
+                  caption=Text(caption), caption_justify="left")
+    table.add_column("test, then its message", overflow="fold")
+    table.add_column("status", no_wrap=True)
+    table.add_column("points", justify="right", no_wrap=True)
+    for name, group in by_function([t for t in tests if t.status != "passed"]).items():
+        first = group[0]
+        cases = f" ({len(group)} cases)" if len(group) > 1 else ""
+        cell = Text(clean(name) + cases)
+        message = short_message(first)
+        if message and message != REASONS[first.status]:
+            cell.append("\n" + message, style="dim")
+        table.add_row(cell, Text(first.status.replace("_", " "), style=STYLES[first.status]),
+                      Text(f"{points(sum(t.points for t in group))}/{points(sum(t.max_points for t in group))}"))
     return table
 
 

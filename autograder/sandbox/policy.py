@@ -1,7 +1,12 @@
 """Which protections this machine gives the worker, and how the grading log states them.
 
 Bubblewrap gives the filesystem view (read-only system and submission, one writable scratch
-folder, nothing else of this machine), no network and a PID namespace. Processes are capped by a
+folder, nothing else of this machine), no network and a PID namespace. Where bubblewrap cannot run
+but the grader is root (a hosted autograder's container), the worker runs as an unprivileged user of
+its own instead (sandbox.user). With neither, grading refuses to start: student code would run with
+the grader's rights, free to read the reference and the hidden suites and to rewrite the results,
+unless the instructor opts out explicitly (ALLOW_UNSANDBOXED), and then every report says so.
+Processes are capped by a
 pids cgroup where the grader may create one (root), else by RLIMIT_NPROC, which the kernel enforces
 per user namespace for a non-root user (it exempts root, hence the cgroup). Resource limits (CPU
 time, address space, file size, no core dumps) and a wall-clock timeout per call always apply.
@@ -21,8 +26,15 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-MODES = ("auto", "bwrap", "none")
+MODES = ("auto", "bwrap", "user", "none")
 MAX_PIDS = 256
+# The explicit opt-out: grade with no isolation at all (a trusted cohort, a laptop without bubblewrap).
+ALLOW_UNSANDBOXED = "AUTOGRADER_ALLOW_UNSANDBOXED"
+NO_ISOLATION = "NO ISOLATION"
+
+
+class SandboxUnavailable(RuntimeError):
+    """No isolation protects the reference, the hidden suites and the results: grading must not start."""
 
 
 @dataclass(frozen=True)
@@ -42,28 +54,42 @@ class Protections:
     bwrap_note: str
     pids_cgroup: bool
     limits: Limits = field(default_factory=Limits)
+    user: bool = False  # the worker runs as an unprivileged user of its own (sandbox.user)
+
+    @property
+    def isolated(self) -> bool:
+        return self.bwrap or self.user
 
     @property
     def nproc_rlimit(self) -> bool:
-        return not self.pids_cgroup and self.bwrap and os.geteuid() != 0
+        return not self.pids_cgroup and (self.user or (self.bwrap and os.geteuid() != 0))
 
     def lines(self) -> list[str]:
         if self.bwrap:
-            fs = ("bubblewrap: active: no network; system, library and submission read-only; a scratch "
+            fs = ["bubblewrap: active: no network; system, library and submission read-only; a scratch "
                   "folder is the only writable place; solutions, suites, reports and other submissions "
-                  "are not visible; own PID namespace")
+                  "are not visible; own PID namespace"]
         else:
-            fs = (f"bubblewrap: NOT active ({self.bwrap_note}): the worker can read what this user can "
-                  "read and reach the network; install Debian's `bubblewrap` for the full sandbox")
+            fs = [f"bubblewrap: NOT active ({self.bwrap_note})"]
+        if self.user:
+            fs.append("user: active: the worker runs as an unprivileged user of its own (no capabilities, "
+                      "no_new_privs); the reference, suites, results and grader files are closed to it; the "
+                      "scratch folder is the only place it may write; all its processes are killed after "
+                      "grading; it can reach the network")
+        elif not self.bwrap:
+            fs.append(f"{NO_ISOLATION}: the worker ran with the grader's rights: it could read the reference "
+                      f"and hidden suites and rewrite results ({ALLOW_UNSANDBOXED} was set); these scores "
+                      "are not protected against cheating")
         if self.pids_cgroup:
             procs = f"processes: at most {self.limits.max_pids} (pids cgroup; all killed after grading)"
         elif self.nproc_rlimit:
-            procs = f"processes: at most {self.limits.max_pids} (RLIMIT_NPROC in the user namespace)"
+            where = "of the worker's own user" if self.user else "in the user namespace"
+            procs = f"processes: at most {self.limits.max_pids} (RLIMIT_NPROC {where})"
         else:
             procs = "processes: NOT limited (no writable pids cgroup, and RLIMIT_NPROC does not bind root)"
         memory = f"{self.limits.address_space >> 30} GiB address space" if self.limits.address_space else "no address-space limit (GPU)"
         return [
-            fs,
+            *fs,
             procs,
             f"rlimits: {self.limits.cpu_seconds} s CPU, {memory}, {self.limits.file_size >> 20} MiB per "
             "file written (output included), no core dumps",
@@ -88,14 +114,29 @@ def bwrap_status() -> tuple[bool, str]:
 
 
 def detect(mode: str = "auto", limits: Limits | None = None) -> Protections:
-    """The protections to use: `auto` uses bubblewrap when it works, `bwrap` requires it."""
+    """The protections to use, or SandboxUnavailable when there are none and no opt-out.
+
+    `auto`: bubblewrap where it works, else (as root) the unprivileged user; `bwrap` and `user`
+    require that one; `none` runs unisolated, and only with the opt-out set."""
     if mode not in MODES:
         raise ValueError(f"sandbox mode must be one of {MODES}, got {mode!r}")
-    usable, note = bwrap_status() if mode != "none" else (False, "disabled with --sandbox none")
+    usable, note = bwrap_status() if mode in ("auto", "bwrap") else (False, f"not used with sandbox mode {mode}")
     if mode == "bwrap" and not usable:
-        raise RuntimeError(f"--sandbox bwrap was asked for, but {note}")
+        raise SandboxUnavailable(f"sandbox mode bwrap was asked for, but {note}")
+    as_user, user_note = False, ""
+    if mode == "user" or (mode == "auto" and not usable):
+        as_user, user_note = user_status()
+        if mode == "user" and not as_user:
+            raise SandboxUnavailable(f"sandbox mode user was asked for, but {user_note}")
+    if not (usable or as_user) and os.environ.get(ALLOW_UNSANDBOXED) != "1":
+        why = note + (f"; no unprivileged user either: {user_note}" if user_note else "")
+        raise SandboxUnavailable(
+            f"refusing to grade: no isolation would protect the reference, the hidden suites and the results "
+            f"from the student's code ({why}). Install Debian's `bubblewrap` where it can create namespaces, "
+            f"or run the grader as root so that the worker runs as an unprivileged user; to grade without any "
+            f"isolation (trusted code only), set {ALLOW_UNSANDBOXED}=1, and every report will say so.")
     return Protections(bwrap=usable, bwrap_note=note, pids_cgroup=PidsCgroup.supported(),
-                       limits=within_hard_limits(limits or Limits()))
+                       limits=within_hard_limits(limits or Limits()), user=as_user)
 
 
 HARD_LIMITS = {"cpu_seconds": resource.RLIMIT_CPU, "address_space": resource.RLIMIT_AS,
@@ -112,6 +153,13 @@ def within_hard_limits(limits: Limits) -> Limits:
         if asked is not None and hard != resource.RLIM_INFINITY and hard < asked:
             lowered[name] = hard
     return dataclasses.replace(limits, **lowered)
+
+
+@functools.lru_cache(maxsize=None)
+def user_status() -> tuple[bool, str]:
+    from autograder.sandbox import user
+
+    return user.probe()
 
 
 class PidsCgroup:

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from autograder import wire
 from autograder.harness.student import Student, scenario_name
-from autograder.sandbox import bwrap
+from autograder.sandbox import bwrap, staging, user
 from autograder.sandbox.framing import FrameError, read_frame, write_frame
 from autograder.sandbox.policy import PidsCgroup, Protections
 
@@ -120,6 +120,8 @@ class Worker:
         self.spare: _Process | None = None
         self.starts = 0
         self.last_output = ""
+        self.account: user.Account | None = None  # the worker's own user, where it runs as one
+        self.shared = False
 
     def prestart(self) -> None:
         if self.current is None:
@@ -146,11 +148,17 @@ class Worker:
             if proc is not None:
                 proc.kill()
         self.current = self.spare = None
+        if self.account is not None:  # and whatever escaped the process groups: all of the uid
+            self.account.release()
+            self.account = None
 
     def ready(self) -> _Process:
         """The current worker, started and through its handshake (the start is not the call's time)."""
         if self.current is None:
             self.current, self.spare = self.spare or self._launch(), None
+        if self.account is not None and not self.shared:  # the submission is in place by the first call
+            user.share_read_only(self.submission)
+            self.shared = True
         try:
             self.current.wait_ready(self.protections.limits.start_timeout)
         except (FrameError, OSError, wire.WireError) as exc:
@@ -177,6 +185,9 @@ class Worker:
         env["LLMSYS_WORKER_FDS"] = f"{req_r},{rep_w}"
         if warm:  # booting ahead of its first call: take torch's dispatch imports now, not in a FlopCounter
             env["LLMSYS_WARM_DISPATCH"] = "1"
+        if self.protections.user:
+            self._take_account()
+            env["USER"] = env["LOGNAME"] = "llmsys-worker"  # a uid without a passwd entry: say who it is
         command = (bwrap.bwrap_command(self.lib, self.submission, self.scratch, env, self.gpu)
                    if self.protections.bwrap else bwrap.worker_argv(sys.executable))
         limits, cgroup = self._rlimits()
@@ -197,7 +208,17 @@ class Worker:
             rlimits["cgroup_procs"] = cgroup.procs_file
         elif self.protections.nproc_rlimit:
             rlimits["nproc"] = limits.max_pids
+        if self.account is not None:
+            rlimits["user"] = [self.account.uid, self.account.gid]
         return rlimits, cgroup
+
+    def _take_account(self) -> None:
+        """This worker's own user, and the permissions that confine it: the grader's files closed, the
+        stage open to its group, the scratch folder its own."""
+        if self.account is None:
+            self.account = user.Account.acquire()
+            user.guard_grader(staging.ROOT)
+        self.account.open_stage(self.scratch.parent, self.scratch)
 
     def _paths(self) -> tuple[str, str, str]:
         if self.protections.bwrap:

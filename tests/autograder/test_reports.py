@@ -15,6 +15,7 @@ from rich.console import Console
 
 from autograder.report import feedback_markdown, junit_xml, results_json, write_all
 from autograder.report.gradescope import schema
+from autograder.report.markdown import cut
 from autograder.report.terminal import gradebook_table, print_report
 from autograder.report.text import clean
 from autograder.results import GradeReport
@@ -75,14 +76,16 @@ def test_results_json_follows_gradescopes_schema():
     results = json.loads(json.dumps(results_json(sample_report())))
     validator.validate(results)
     assert results["score"] == 3 and results["execution_time"] == 12.5
-    assert results["output"].splitlines() == sample_report().log
-    assert sum(t["max_score"] for t in results["tests"]) == 23
+    assert results["output"].splitlines() == [
+        "score out of 18 points: 1 test worth 5 points needs a GPU, not graded here (listed as 0 / 0)",
+        *sample_report().log]
+    assert sum(t["max_score"] for t in results["tests"]) == 18
 
 
 def test_the_schema_rejects_what_gradescope_does_not_know():
     jsonschema = pytest.importorskip("jsonschema", reason="jsonschema is an instructor dependency")
     results = results_json(sample_report())
-    results["tests"][4]["status"] = "not_graded"
+    results["tests"][5]["status"] = "not_graded"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(results, schema())
     with pytest.raises(jsonschema.ValidationError):
@@ -91,9 +94,10 @@ def test_the_schema_rejects_what_gradescope_does_not_know():
 
 def test_gradescope_statuses_are_passed_or_failed_with_the_reason_first():
     tests = results_json(sample_report())["tests"]
-    assert [t["status"] for t in tests] == ["passed", "failed", "failed", "passed"] + ["failed"] * 4
+    assert [t.get("status") for t in tests] == ["passed", "failed", "failed", "passed", None] + ["failed"] * 3
     outputs = [t["output"] for t in tests]
-    assert outputs[4] == "not graded here: needs a GPU"
+    assert outputs[4] == "not graded here: needs a GPU; worth 5 points where graded on a GPU"
+    assert (tests[4]["score"], tests[4]["max_score"]) == (0, 0) and "needs a GPU" in tests[4]["name"]
     assert outputs[5].startswith("not implemented yet\nNotImplementedError")
     assert outputs[6].startswith("error: the test could not run\nWorkerError")
     assert outputs[7].startswith("skipped\ntriton cannot")
@@ -136,11 +140,13 @@ def _fences(markdown: str) -> list[str]:
 
 def test_markdown_summarises_and_details_visible_tests():
     text = feedback_markdown(sample_report())
-    assert "Score: **3 / 23** points" in text
-    assert "| `test_flops.py::test_counter` | failed | 0 / 3 |" in text
-    assert "| 2 hidden tests | | 1 / 5 |" in text
+    assert "Score: **3 / 18** points graded here. 5 more points come from 1 test that needs a GPU" in text
+    assert "| `resource_accounting` | 3 / 10 | 2 | 2 | 0 | 0 | 2 (1 / 5) |" in text
+    assert "| `flash_attention` | 0 / 8 | 0 | 1 | 1 | 1 (5 points) | 0 |" in text
+    assert "### `test_flops.py::test_counter`: failed, 0 / 3" in text
     assert "Checks: FlopCounter counts aten.mm." in text and "Hint: count addmm too" in text
-    assert "| `test_triton.py::test_backward` | error: the test could not run | 0 / 2 |" in text
+    assert "### `test_triton.py::test_backward`: error: the test could not run, 0 / 2" in text
+    assert "## To fix: 2 tests (and 1 hidden)" in text
 
 
 def test_markdown_never_shows_hidden_tests():
@@ -161,7 +167,7 @@ def test_markdown_keeps_the_hostile_message_inside_one_code_block():
 @given(st.text(alphabet=st.sampled_from("`~ab\n#<>|*\\")))
 def test_any_message_comes_back_verbatim_from_its_code_block(message):
     report = GradeReport("s", [Result("t.py::test_a", "a", 1, "failed", message=message)])
-    expected = clean(message.strip())
+    expected = clean(cut(message))
     fences = _fences(feedback_markdown(report))
     assert fences == ([expected + "\n"] if expected else [])
 

@@ -189,11 +189,30 @@ def classroom_job(packaged: Packaged) -> Job:
                clean_env(GITHUB_OUTPUT=str(output)))
 
 
+HANG_TIMEOUT = 20  # seconds the hanging step gets before it is stopped
+
+
+def classroom_hang_job(packaged: Packaged) -> Job:
+    """Two steps on a template whose get_memory_usage loops forever: test_memory.py's step must report
+    its timeout, and test_network.py's step after it must report as usual."""
+    template = packaged.work / "classroom-hang"
+    shutil.copytree(packaged.dist / "classroom", template)
+    with open(template / "assignments" / ASSIGNMENT / "memory.py", "a") as handle:
+        handle.write("\n\ndef get_memory_usage(x):\n    while True:\n        pass\n")
+    points = {name: sum(t.points for t in packaged.tests if t.path == f"tests/{ASSIGNMENT}/{name}")
+              for name in ("test_memory.py", "test_network.py")}
+    steps = [f"{sys.executable} -m autograder.package.classroom_step tests/{ASSIGNMENT}/{name} --max-score "
+             f"{value:g}" + (f" --timeout {HANG_TIMEOUT}" if name == "test_memory.py" else "")
+             for name, value in points.items()]
+    return Job("classroom-hang", ["bash", "-c", "; ".join(steps)], template, packaged.work / "classroom-hang.log",
+               clean_env(GITHUB_OUTPUT=str(packaged.work / "classroom-hang-output")))
+
+
 # The background runs each test module waits for: those needing only the release and the Gradescope
 # zip start first; those needing the collection (nbgrader, Classroom) start once it is done.
 EARLY = {"test_release": lambda p: [release_job(p, "release-stubs", False), release_job(p, "release-solved", True)],
          "test_gradescope": lambda p: [gradescope_job(p)]}
-LATE = {"test_nbgrader": nbgrader_jobs, "test_classroom": lambda p: [classroom_job(p)]}
+LATE = {"test_nbgrader": nbgrader_jobs, "test_classroom": lambda p: [classroom_job(p), classroom_hang_job(p)]}
 
 
 @pytest.fixture(scope="session")

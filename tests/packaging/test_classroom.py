@@ -7,9 +7,9 @@ import shlex
 import yaml
 
 from autograder.package.classroom import REPORTER, WORKFLOW
-from autograder.package.classroom_step import result
+from autograder.package.classroom_step import STEP_TIMEOUT, result
 from autograder.results import GradeReport, TestResult
-from tests.packaging.conftest import ASSIGNMENT
+from tests.packaging.conftest import ASSIGNMENT, HANG_TIMEOUT
 
 
 def workflow(packaged) -> dict:
@@ -71,14 +71,31 @@ def test_a_real_step_on_the_stubs_reports_zero_of_its_points_in_the_reporters_fo
     assert "points" in output  # pytest's own output, the points table included, is in the step's log
 
 
+def test_a_hanging_step_reports_its_timeout_and_the_next_step_still_reports(packaged):
+    code, output = packaged.job("classroom-hang").wait()
+    assert code == 0, output[-3000:]
+    lines = (packaged.work / "classroom-hang-output").read_text().split()
+    hung, after = (json.loads(base64.b64decode(line.removeprefix("result="))) for line in lines)
+    assert hung["status"] == "error" and f"did not finish within {HANG_TIMEOUT} s" in hung["message"]
+    assert hung["max_score"] == sum(t.points for t in packaged.tests if t.path == f"tests/{ASSIGNMENT}/test_memory.py")
+    assert after["status"] == "fail" and after["tests"] and all(t["score"] == 0 for t in after["tests"])
+
+
+def test_every_grading_step_and_the_reporter_run_whatever_came_before(packaged):
+    steps = workflow(packaged)["jobs"]["run-autograding-tests"]["steps"]
+    assert all(step.get("if") == "always()" for step in grading_steps(packaged) + [steps[-1]])
+    assert all(step["timeout-minutes"] * 60 > STEP_TIMEOUT for step in grading_steps(packaged))
+
+
 def report(*statuses: str) -> GradeReport:
     return GradeReport("s", [TestResult(f"t.py::test_{i}", "a", 1.5, status) for i, status in enumerate(statuses)])
 
 
-def test_a_step_passes_with_gpu_tests_not_graded_and_scores_each_test():
+def test_a_step_passes_with_gpu_tests_left_out_of_its_tests_and_its_max_score():
     outcome = result(report("passed", "not_graded", "passed"), "t.py", 4.5)
-    assert (outcome["status"], outcome["max_score"]) == ("pass", 4.5)
-    assert [t["score"] for t in outcome["tests"]] == [1.5, 0.0, 1.5]
+    assert (outcome["status"], outcome["max_score"]) == ("pass", 3.0)
+    assert [t["score"] for t in outcome["tests"]] == [1.5, 1.5]
+    assert "1 test(s) worth 1.5 points need a GPU" in outcome["message"]
     assert result(report("passed", "failed"), "t.py", 3)["status"] == "fail"
 
 

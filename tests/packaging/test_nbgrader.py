@@ -108,3 +108,35 @@ def test_the_nbgrader_verb_refuses_a_folder_that_is_not_a_course(tmp_path):
     done = subprocess.run([sys.executable, "-m", "autograder", "nbgrader", str(tmp_path), ASSIGNMENT], cwd=ROOT,
                           env=clean_env(), capture_output=True, text=True)
     assert done.returncode == 2 and "not an nbgrader course directory" in done.stderr
+
+
+def hidden_test_names(packaged) -> set[str]:
+    """The hidden tests' function names (without parametrisation), which feedback must never show."""
+    return {t.nodeid.split("::")[-1].split("[")[0] for t in packaged.tests
+            if t.assignment == ASSIGNMENT and t.visibility == "hidden"}
+
+
+def test_nbgraders_own_feedback_after_its_autograde_shows_no_hidden_test(packaged):
+    code, output = packaged.job("autograde-correct").wait()
+    assert code == 0, output[-3000:]
+    course = packaged.work / "course-correct"
+    done = subprocess.run([sys.executable, "-m", "nbgrader", "generate_feedback", ASSIGNMENT, "--force"], cwd=course,
+                          env=clean_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    html = (course / "feedback" / "correct" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
+    names = hidden_test_names(packaged)
+    assert names
+    assert not [name for name in names if name in html]
+    assert "HIDDEN TESTS" not in html and "autograder/suites" not in html
+
+
+def test_the_trusted_grader_writes_nbgraders_feedback_files_without_hidden_tests(packaged):
+    code, output = packaged.job("trusted").wait()
+    assert code == 0, output[-3000:]
+    course = packaged.work / "course-trusted"
+    for student in ("correct", "cheat"):
+        html = (course / "feedback" / student / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
+        assert "<h1>Feedback:" in html and "Score: <strong>" in html
+        assert not [name for name in hidden_test_names(packaged) if name in html]
+    cheat = (course / "feedback" / "cheat" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
+    assert "input_transformers_post" in cheat and "<script" not in cheat

@@ -85,3 +85,49 @@ def test_make_test_with_the_solutions_copied_over_the_stubs_passes_every_public_
         assert float(row["got"]) + (float(needs_gpu.group(1)) if needs_gpu else 0) == float(row["total"]), row
     summary = final_line(output)
     assert count(summary, "failed") == count(summary, "errors?") == 0 and count(summary, "passed") > 0, summary
+
+
+def functions_students_write() -> set[str]:
+    """Every module-level function whose stub in assignments/ raises NotImplementedError: the answers."""
+    import ast
+
+    names = set()
+    for path in (ROOT / "assignments").rglob("*.py"):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.FunctionDef) and any(
+                    isinstance(s, ast.Raise) and "NotImplementedError" in ast.unparse(s) for s in node.body):
+                names.add(node.name)
+    return names
+
+
+def test_no_given_code_of_the_release_defines_an_answer(packaged):
+    """The stubs are the only definitions of what students write: no kernel, test or conftest ships one."""
+    student = packaged.dist / "student"
+    answers = functions_students_write()
+    assert {"attention", "arithmetic_intensity", "attainable_flops_per_sec"} <= answers
+    found = []
+    for path in student.rglob("*.py"):
+        if path.relative_to(student).parts[0] == "assignments":
+            continue
+        for name in answers:
+            if re.search(rf"^def {name}\(", path.read_text(), re.MULTILINE):
+                found.append(f"{path.relative_to(student)}: {name}")
+    assert found == []
+
+
+def test_the_release_points_students_to_handouts_it_contains(packaged):
+    student = packaged.dist / "student"
+    for path in student.rglob("*.py"):
+        for handout in re.findall(r"handout: (\S+README\.md)", path.read_text()):
+            assert (student / handout).is_file(), f"{path.relative_to(student)} names {handout}, not in the release"
+
+
+def test_the_cpu_wheel_index_is_a_make_variable_off_by_default(packaged):
+    """`make install TORCH_INDEX=URL` installs the pinned torch from that index; without it, no index is named."""
+    def torch_line(*extra: str) -> str:
+        done = subprocess.run(["make", "-n", "install", "VENV=venv-that-does-not-exist", *extra],
+                              cwd=packaged.dist / "student", capture_output=True, text=True, check=True)
+        return next(line for line in done.stdout.splitlines() if "torch==" in line)
+
+    assert "--index-url" not in torch_line()
+    assert torch_line("TORCH_INDEX=file:///cpu-wheels").endswith("torch==2.13.0 --index-url file:///cpu-wheels")

@@ -8,3 +8,12 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedb
                             ".pytest_cache"]
 # A test cell runs a whole test file, and its hidden suite when graded: nbgrader's 30 s is too short.
 c.Execute.timeout = 600
+# `nbgrader generate_feedback` (after nbgrader's own autograde) must not show the hidden tests: their
+# code is cut from the test cells, and the cells' outputs (which name the hidden tests run) cleared.
+# The trusted grader writes its own feedback to feedback/ (README: nbgrader, step 5).
+c.GenerateFeedback.preprocessors = [
+    "nbgrader.preprocessors.GetGrades",
+    "nbgrader.preprocessors.ClearHiddenTests",
+    "nbgrader.preprocessors.ClearOutput",
+    "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
+]

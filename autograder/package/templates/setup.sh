@@ -8,9 +8,13 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq bubblewrap python3-venv
 PYTHON=python3
-# The grader needs Python 3.11 or newer; Ubuntu 22.04's python3 is 3.10.
+# The grader needs Python 3.11 or newer; Ubuntu 22.04's python3 is 3.10 (its python3.11 package is
+# used), and Ubuntu 20.04 has no Python 3.11 at all: choose Gradescope's Ubuntu 22.04 image or newer.
 if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
-  apt-get install -y -qq python3.11 python3.11-venv
+  if ! apt-get install -y -qq python3.11 python3.11-venv; then
+    echo "setup.sh: no Python 3.11 on this image; choose Gradescope's Ubuntu 22.04 (or newer) base image" >&2
+    exit 1
+  fi
   PYTHON=python3.11
 fi
 "$PYTHON" -m venv .venv

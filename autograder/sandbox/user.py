@@ -1,0 +1,179 @@
+"""Isolation by an unprivileged user, for a grader that runs as root where bubblewrap cannot.
+
+Hosted autograders (Gradescope) run the grader as root inside a container whose seccomp profile
+usually forbids the namespaces bubblewrap needs. There the worker runs as a user of its own: a
+fixed high uid and gid with no passwd entry and no other members, one per grading slot (so that
+two submissions graded at once cannot see each other). The launcher drops to it after the fork
+(setgroups, setgid, setuid: no capabilities left, and no_new_privs so no setuid program gives any
+back) and before any student code exists.
+
+What that user can do is set by permissions: the stage folder is open to its group only, the
+submission copy and the worker library are readable, the scratch folder is the only one it may
+write, and the grader's own files (reference, suites, everything beside them) are closed to
+others. When grading ends every process of the uid is killed, round after round until none is left.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+FIRST_UID = 61_000  # above the ranges Debian gives system and login users (they end at 59999)
+ACCOUNTS = 64  # slots graded at once on one machine, at most
+KILL_PATIENCE = 20.0
+
+
+def _lock_dir() -> Path:
+    """Where slots take their uid: /run when we may write it (one place for every grader on this
+    machine, whatever their TMPDIR), else the temporary folder."""
+    for base in (Path("/run"), Path(tempfile.gettempdir())):
+        folder = base / "llmsys-sandbox-users"
+        try:
+            folder.mkdir(mode=0o700, exist_ok=True)
+            return folder
+        except OSError:
+            continue
+    raise OSError("no folder to hold the sandbox users' locks")
+
+
+def _taken_in_passwd() -> set[int]:
+    try:
+        lines = Path("/etc/passwd").read_text().splitlines()
+    except OSError:
+        return set()
+    return {int(f[2]) for f in (line.split(":") for line in lines) if len(f) > 3 and f[2].isdigit()}
+
+
+@dataclass
+class Account:
+    """One uid/gid held by this process (an flock on its lock file) until `release`."""
+
+    uid: int
+    gid: int
+    lock: int
+
+    @classmethod
+    def acquire(cls) -> "Account":
+        folder, taken = _lock_dir(), _taken_in_passwd()
+        for uid in range(FIRST_UID, FIRST_UID + ACCOUNTS):
+            if uid in taken:
+                continue
+            fd = os.open(folder / f"{uid}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            account = cls(uid, uid, fd)
+            account.kill_all()  # left over by a grader that died without cleaning up
+            return account
+        raise OSError(f"all {ACCOUNTS} sandbox users (uid {FIRST_UID} and up) are in use")
+
+    def release(self) -> None:
+        self.kill_all()
+        os.close(self.lock)
+
+    def pids(self) -> list[int]:
+        return processes_of(self.uid)
+
+    def kill_all(self, patience: float = KILL_PATIENCE) -> bool:
+        """SIGKILL every process of the uid until none is left; False if some remain after `patience`.
+
+        Each round a process running as the uid itself sends kill(-1): the kernel delivers it to every
+        process that uid may signal, in one pass, so a fork loop cannot outrun a scan of /proc."""
+        deadline = time.monotonic() + patience
+        while self.pids():
+            if time.monotonic() > deadline:
+                return False
+            killer = [shutil.which("sh") or "/bin/sh", "-c", "kill -9 -1"]  # the system's shell: always reachable
+            try:
+                subprocess.run(killer, user=self.uid, group=self.gid, extra_groups=[], timeout=10,
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            except (OSError, subprocess.SubprocessError):
+                pass
+            for pid in self.pids():  # and from here, should the killer itself not start
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            time.sleep(0.01)
+        return True
+
+    def open_stage(self, stage: Path, scratch: Path) -> None:
+        """The stage open to this account's group only; the scratch folder its own, and nothing else."""
+        os.chown(stage, 0, self.gid)
+        stage.chmod(0o750)
+        os.chown(scratch, self.uid, self.gid)
+        scratch.chmod(0o700)
+
+
+def share_read_only(folder: Path) -> None:
+    """Every file of the submission copy readable, none writable, by the worker (the grader owns them)."""
+    folder.chmod(0o755)
+    for top, dirs, files in os.walk(folder):  # never through a symlink
+        for name in dirs + files:
+            path = Path(top) / name
+            if not path.is_symlink():
+                path.chmod(0o755 if name in dirs else 0o644)
+
+
+def processes_of(uid: int) -> list[int]:
+    """Live processes whose real, effective, saved or filesystem uid is `uid` (not zombies: they run
+    nothing, and go once their parent reaps them)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status") as f:
+                fields = dict(line.split(":", 1) for line in f if line.startswith(("State:", "Uid:")))
+        except (OSError, ValueError):
+            continue
+        if str(uid) in fields.get("Uid", "").split() and not fields.get("State", "").strip().startswith("Z"):
+            found.append(int(entry))
+    return found
+
+
+def guard_grader(root: Path) -> list[str]:
+    """Close the grader's files to other users: every entry at the top of `root` (the repository or
+    the unpacked autograder) loses its group and other permissions, except those that hold the
+    Python the worker runs. Returns the entries left open."""
+    keep = {Path(os.path.realpath(p)) for p in _python_prefixes()}
+    left = []
+    for entry in sorted(root.iterdir()):
+        real = Path(os.path.realpath(entry))
+        if entry.is_symlink() or any(real == k or real in k.parents for k in keep):
+            left.append(entry.name)
+            continue
+        mode = entry.stat().st_mode & 0o7777
+        if mode & 0o077:
+            entry.chmod(mode & 0o700)
+    return left
+
+
+def _python_prefixes() -> list[str]:
+    from autograder.sandbox.bwrap import python_prefixes
+
+    return python_prefixes()
+
+
+def probe(uid: int = FIRST_UID + ACCOUNTS) -> tuple[bool, str]:
+    """(usable, note): whether this process can run Python as another user (it must be root)."""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return False, "the grader is not root, so it cannot switch the worker to a user of its own"
+    try:
+        done = subprocess.run([sys.executable, "-s", "-c", "import os; print(os.getuid())"], user=uid, group=uid,
+                              extra_groups=[], capture_output=True, text=True, timeout=60, cwd="/")
+    except (OSError, subprocess.SubprocessError) as exc:
+        return False, f"cannot start Python as uid {uid}: {exc}"
+    if done.returncode != 0 or done.stdout.strip() != str(uid):
+        return False, f"Python cannot run as uid {uid} (is the interpreter readable by others?): {done.stderr[-300:]}"
+    return True, "active"
