@@ -103,6 +103,7 @@ def test_numeric_questions_at_the_leaderboard_configuration(student):
 BAD_SIZES = [dict(batch=0), dict(heads=-1), dict(n_queries=0), dict(head_dim=2.0)]
 
 
+@pytest.mark.edge
 @pytest.mark.points(1)
 @pytest.mark.task("analysis.attention_flops")
 @pytest.mark.parametrize("bad", BAD_SIZES, ids=lambda bad: "-".join(f"{k}={v}" for k, v in bad.items()))
@@ -116,6 +117,7 @@ def test_counts_reject_sizes_that_are_not_positive_ints(student, bad):
             call()
 
 
+@pytest.mark.edge
 @pytest.mark.points(1)
 @pytest.mark.task("analysis.attention_flops")
 def test_causal_flops_need_equal_lengths(student):

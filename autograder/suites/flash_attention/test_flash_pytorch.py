@@ -140,6 +140,7 @@ def test_autograd_function_matches_float64_at_random_shapes(student, trusted, rn
             trusted.assert_close(f"{name} ({case})", got[name], want, torch.float32, trusted.fp32)
 
 
+@pytest.mark.edge
 @pytest.mark.points(2)
 @pytest.mark.task("flash_pytorch.FlashAttentionPytorch")
 def test_autograd_function_saves_the_lse_and_no_score_matrix(student, trusted, rng):
@@ -247,6 +248,7 @@ def draw_skip_case(rng) -> dict:
     return dict(n=n, head_dim=rng.choice((16, 32)), q_tile=q_tile, k_tile=k_tile)
 
 
+@pytest.mark.edge
 @pytest.mark.points(3)
 @pytest.mark.task("flash_pytorch.flash_forward_pytorch")
 def test_causal_forward_skips_the_tiles_above_the_diagonal(student, rng):
@@ -260,6 +262,7 @@ def test_causal_forward_skips_the_tiles_above_the_diagonal(student, rng):
                  query_outer_area(n, sizes["q_tile"], sizes["k_tile"]), n, 4 * n * n * d)
 
 
+@pytest.mark.edge
 @pytest.mark.points(2)
 @pytest.mark.visibility("after_due_date")
 @pytest.mark.task("flash_pytorch.flash_backward_pytorch")
