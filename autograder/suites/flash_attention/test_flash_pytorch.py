@@ -44,11 +44,12 @@ def draw(trusted, rng, **kwargs):
 @pytest.mark.task("flash_pytorch.flash_forward_pytorch")
 def test_forward_matches_float64_at_random_shapes_and_tiles(student, trusted, rng):
     """flash_forward_pytorch's o (float32, q's shape) and lse (float32, (..., n_queries)) match float64
-    attention and its logsumexp within 1e-4, at four random cases: leading dims of rank 1 to 3, lengths
-    1 to 90 that are not multiples of the random tiles (3 to 69), n_queries != n_keys unless causal."""
+    attention and its logsumexp within 1e-4, at four random cases (two causal, two not): leading dims of rank
+    1 to 3, lengths 1 to 90 that are not multiples of the random tiles (3 to 69), n_queries != n_keys unless
+    causal."""
     forward = student.module(FLASH).flash_forward_pytorch
-    for _ in range(4):
-        case = draw(trusted, rng, lengths=(1, 90), head_dims=HEAD_DIMS)
+    for i in range(4):
+        case = draw(trusted, rng, lengths=(1, 90), head_dims=HEAD_DIMS, causal=i % 2 == 0)
         x = case.inputs(rng.randrange(2**31))
         expected_o, expected_lse = trusted.attention64(x["q"], x["k"], x["v"], case.is_causal)
         o, lse = forward(x["q"], x["k"], x["v"], case.is_causal, q_tile=case.q_tile, k_tile=case.k_tile)
@@ -60,10 +61,11 @@ def test_forward_matches_float64_at_random_shapes_and_tiles(student, trusted, rn
 @pytest.mark.task("flash_pytorch.flash_backward_pytorch")
 def test_backward_matches_float64_autograd_at_random_shapes_and_tiles(student, trusted, rng):
     """flash_backward_pytorch's (dq, dk, dv), given float64-exact o and lse, match float64 autograd within
-    1e-4 at three random cases (as for the forward: ragged tiles, n_queries != n_keys, rank 1 to 3)."""
+    1e-4 at three random cases, the first and last causal (as for the forward: ragged tiles, n_queries != n_keys,
+    rank 1 to 3)."""
     backward = student.module(FLASH).flash_backward_pytorch
-    for _ in range(3):
-        case = draw(trusted, rng, lengths=(1, 80), head_dims=HEAD_DIMS)
+    for i in range(3):
+        case = draw(trusted, rng, lengths=(1, 80), head_dims=HEAD_DIMS, causal=i % 2 == 0)
         x = case.inputs(rng.randrange(2**31))
         o, lse = trusted.attention64(x["q"], x["k"], x["v"], case.is_causal)
         grads = backward(x["q"], x["k"], x["v"], o.float(), lse.float(), x["do"], case.is_causal,
