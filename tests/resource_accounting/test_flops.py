@@ -1,7 +1,7 @@
 """§3 to §6: counting FLOPs, arithmetic intensity and the roofline, training compute, decode vs prefill.
 
 Expected FLOP counts come from torch's own FlopCounterMode (run here, on the trusted side) or from the
-lecture's figures (FACTS.md).
+lecture's figures.
 """
 
 import pytest
@@ -11,8 +11,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from tests.resource_accounting import scenarios
 
-# FACTS.md: H100 SXM dense bf16 989.4e12 FLOP/s (the lecture's 1979e12 / 2 = 989.5e12), 3.35e12 B/s.
-H100_PEAK, H100_LECTURE_PEAK, H100_BANDWIDTH = 989.4e12, 989.5e12, 3.35e12
+# NVIDIA's H100 SXM datasheet: dense bf16 989.4e12 FLOP/s (the lecture writes 1979e12 / 2), 3.35e12 B/s.
+H100_PEAK, H100_BANDWIDTH = 989.4e12, 3.35e12
 BF16 = 2
 
 
@@ -144,10 +144,10 @@ def test_training_flops_are_6_n_t(flops):
 @pytest.mark.points(2)
 @pytest.mark.task("flops.training_days")
 def test_70b_on_15t_tokens_on_1024_h100s_at_mfu_half_takes_about_144_days(flops):
-    """6.3e24 FLOPs on 1024 GPUs at 989.5e12 FLOP/s and MFU 0.5 take 6.3e24 / (1024·989.5e12·0.5) s ≈ 143.9 days."""
-    got = flops.training_days(70e9, 15e12, 1024, H100_LECTURE_PEAK, 0.5)
+    """6.3e24 FLOPs on 1024 GPUs at 989.4e12 FLOP/s and MFU 0.5 take 6.3e24 / (1024·989.4e12·0.5) s ≈ 143.9 days."""
+    got = flops.training_days(70e9, 15e12, 1024, H100_PEAK, 0.5)
     assert type(got) is float
-    assert got == pytest.approx(6 * 70e9 * 15e12 / (1024 * H100_LECTURE_PEAK * 0.5) / 86400, rel=1e-12)
+    assert got == pytest.approx(6 * 70e9 * 15e12 / (1024 * H100_PEAK * 0.5) / 86400, rel=1e-12)
     assert round(got, 1) == 143.9
 
 

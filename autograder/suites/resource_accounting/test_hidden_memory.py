@@ -133,8 +133,9 @@ def rounds_once_to_zero(value: float, dtype: torch.dtype) -> bool:
 
 def allowed_answers(value: float, dtype: torch.dtype) -> set[bool]:
     """What underflows_to_zero may return: the cast's answer, and the single rounding's. They differ only
-    a hair above half the smallest subnormal of bfloat16, where torch's float64 -> bfloat16 cast goes
-    through float32 and rounds twice (to exactly half, then to 0)."""
+    a hair above half the smallest subnormal of bfloat16, float16 and both fp8 formats, where torch's cast
+    from float64 goes through float32 and rounds twice (to exactly half, then to even, 0): 2⁻²⁵·(1 + 2⁻³⁰)
+    becomes 0 in float16, while one rounding gives 2⁻²⁴."""
     return {cast_underflows(value, dtype), rounds_once_to_zero(value, dtype)}
 
 
