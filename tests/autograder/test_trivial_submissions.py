@@ -1,9 +1,10 @@
 """Trivial submissions earn nothing: every stub answered by one constant strategy, graded by the real grader.
 
 A strategy replaces every `raise NotImplementedError(...)` of the student stubs (assignments/) with one
-statement: return 0, None, True, False or the function's first argument, or raise ValueError (or TypeError). Such a
-submission is graded by the real grader (sandboxed worker, hidden suites, static checks) with a fixed
-seed: no public or hidden test may give it a point. Edge cases, rejections and single properties
+statement: return 0, 0.0, inf, None, True, False or the function's first argument, or raise ValueError
+(or TypeError). Such a submission is graded by the real grader (sandboxed worker, hidden suites, static
+checks) with a fixed seed: no public or hidden test may give it a point. `make test` grades three
+strategies, `make test-trivial` every one. Edge cases, rejections and single properties
 count only together with the same task's ordinary behaviour (the `edge` marker), so refusing
 everything, or one constant that happens to be an edge case's answer, scores nothing.
 """
@@ -11,6 +12,7 @@ everything, or one constant that happens to be an edge case's answer, scores not
 from __future__ import annotations
 
 import ast
+import os
 import shutil
 from pathlib import Path
 
@@ -25,6 +27,8 @@ SEED = 20261204
 
 STRATEGIES = {
     "zero": "return 0",
+    "zero_float": "return 0.0",
+    "infinity": "return float('inf')",
     "none": "return None",
     "true": "return True",
     "false": "return False",
@@ -34,6 +38,12 @@ STRATEGIES = {
     "refuse_as_asked": "raise {error}('no')",  # TypeError where the handout asks for one, else ValueError
 }
 TYPE_ERRORS = {"float_format"}
+# `make test` grades one constant, the echo and the refusal; `make test-trivial` (LLMSYS_TRIVIAL=all) every one.
+QUICK = ("zero", "input", "refuse_as_asked")
+
+
+def graded_strategies() -> list[str]:
+    return list(STRATEGIES) if os.environ.get("LLMSYS_TRIVIAL") == "all" else list(QUICK)
 
 
 def _is_stub_raise(node: ast.AST) -> bool:
@@ -79,14 +89,36 @@ def test_the_generator_answers_every_stub(tmp_path):
 
 
 def test_no_trivial_strategy_earns_a_point(tmp_path):
-    """Graded by the real grader, every trivial strategy scores 0 in both assignments."""
+    """Graded by the real grader, each trivial strategy scores 0 in both assignments."""
     server = GradingServer()
     earned = {}
     try:
-        for strategy in STRATEGIES:
+        for strategy in graded_strategies():
             report = server.grade(trivial_submission(tmp_path, strategy), seed=SEED)
             assert report.tests, f"{strategy}: the grader produced no results: {report.log}"
             earned[strategy] = sorted(f"{t.name} ({t.points:g})" for t in report.tests if t.points)
     finally:
         server.close()
-    assert earned == {strategy: [] for strategy in STRATEGIES}
+    assert earned == {strategy: [] for strategy in graded_strategies()}
+
+
+def test_a_required_call_that_is_only_named_earns_nothing(tmp_path):
+    """attention_scores that names einops.einsum without calling it (and computes with torch.einsum) loses
+    every attention_scores point, graded by the real grader; its ValueError test included."""
+    tree = tmp_path / "named"
+    shutil.copytree(ROOT / "solutions" / "resource_accounting", tree / "resource_accounting",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.md"))
+    path = tree / "resource_accounting" / "einops_ops.py"
+    call = 'return einsum(q, k, "... seq1 hidden, ... seq2 hidden -> ... seq1 seq2")'
+    text = path.read_text()
+    assert text.count(call) == 1, "the solution's attention_scores changed: update this test"
+    path.write_text(text.replace(call, "einsum  # named, never called\n    return torch.einsum('...id,...jd->...ij', q, k)"))
+    server = GradingServer()
+    try:
+        report = server.grade(tree, assignment="resource_accounting", select="attention_scores", seed=SEED)
+    finally:
+        server.close()
+    scores = [t for t in report.tests if t.task == "einops_ops.attention_scores"]
+    assert len(scores) >= 4, f"too few attention_scores tests ran: {[t.name for t in report.tests]}"
+    assert [(t.name, t.points) for t in scores if t.points] == []
+    assert all("einops.einsum` is required" in t.message or "counts only when" in t.message for t in scores)
