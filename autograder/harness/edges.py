@@ -4,7 +4,8 @@ A test marked `edge` checks an edge case, a rejection or one property of a task 
 bytes, a ValueError for a bad size, the saved memory of a checkpointed forward). A constant answer,
 or a function that refuses every input, can meet such a test alone; so its points count only when
 the task's ordinary tests (those of the same task, not marked `edge`) ran and all passed. Tests that
-could not run here (a GPU test on a CPU, a skip) neither help nor hurt.
+could not run here (a GPU test on a CPU, a skip) neither help nor hurt. A visible test's message
+names a hidden test only as "a hidden test".
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ def settle(report: GradeReport, edges: set[str]) -> None:
         failing = [t for t in ordinary if t.status != "passed"]
         if ordinary and not failing:
             continue
-        why = (f"{failing[0].name} did not pass" if failing else "none of them ran")
+        shown = [t for t in failing if t.visibility == "visible" or test.visibility != "visible"]
+        why = (f"{shown[0].name} did not pass" if shown else "a hidden test of it did not pass" if failing
+               else "none of them ran")
         report.tests[index] = dataclasses.replace(
             test, status="failed",
             message=f"this edge case counts only when the ordinary tests of {test.task or 'its task'} pass: {why}")

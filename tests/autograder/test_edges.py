@@ -53,3 +53,12 @@ def test_a_failed_edge_case_keeps_its_own_message_and_edge_cases_do_not_count_as
     report = GradeReport(submission="s", tests=tests)
     settle(report, {"e1", "e2"})
     assert [(t.status, t.message) for t in report.tests[1:]] == [("failed", "expected ValueError"), ("passed", "")]
+
+
+def test_a_visible_edge_case_does_not_name_a_hidden_test():
+    hidden = result("tests/x::test_secret_case", "failed")
+    hidden.visibility = "hidden"
+    report = GradeReport(submission="s", tests=[result("ordinary", "passed"), hidden, result("rejects", "passed")])
+    settle(report, {"rejects"})
+    assert report.tests[2].status == "failed" and "secret" not in report.tests[2].message
+    assert report.tests[2].message.endswith("a hidden test of it did not pass")
