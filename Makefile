@@ -63,6 +63,12 @@ test: install sandbox-tools
 test-public: install
 	$(PYTEST) tests/resource_accounting tests/flash_attention
 
+# Every trivial strategy (return 0, 0.0, inf, None, True, False or the input; raise) graded by the real
+# grader; `make test` grades three of them.
+.PHONY: test-trivial
+test-trivial: install sandbox-tools
+	LLMSYS_TRIVIAL=all $(PYTEST) tests/autograder/test_trivial_submissions.py
+
 assignments: install
 	$(PYTHON) -m autograder.authoring.stubs solutions assignments
 

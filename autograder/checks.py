@@ -15,8 +15,9 @@ A rule covers the code its modules (or tasks) can run: all of each module (or th
 and what they import from the package, transitively: a whole module, or for `from .helpers import
 fn` that module's top-level code and the functions and classes reached from `fn`. So moving a call
 into a helper does not hide it (the helper's line is reported), while importing the input check of
-reference.py does not drag in reference.py's softmax. A required name must be used by that code; a
-task that is still a stub (`raise NotImplementedError`) is left to fail as not implemented.
+reference.py does not drag in reference.py's softmax. A required name must be called by that code
+(a call or a decorator that resolves to it: naming it, or passing it around, is not using it); a task that
+is still a stub (`raise NotImplementedError`) is left to fail as not implemented.
 Names built at run time (concatenated strings, computed `eval` text) are beyond a static check;
 the hidden tests measure what such code would fake.
 
@@ -110,7 +111,7 @@ class Reference:
     line: int
     expression: str
     names: tuple[str, ...]
-    kind: str  # "import", "star" (from x import *), "use" or "string"
+    kind: str  # "import", "star" (from x import *), "use", "call" (a use as a call's callee) or "string"
     owner: str | None
 
 
@@ -321,6 +322,9 @@ class _Reader:
         self._assignments()
         prose = {id(n.value) for n in self.nodes if isinstance(n, ast.Expr)}
         inner = {id(n.value) for n in self.nodes if isinstance(n, ast.Attribute)}
+        self.callees = {id(n.func) for n in self.nodes if isinstance(n, ast.Call)} | {
+            id(d) for n in self.nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            for d in n.decorator_list}  # a decorator is called with what it decorates
         uses = [r for n in self.nodes if id(n) not in inner for r in self._uses(n)]
         strings = [r for n in self.nodes if isinstance(n, ast.Constant) and isinstance(n.value, str)
                    and id(n) not in prose for r in self._string(n)]
@@ -420,7 +424,7 @@ class _Reader:
             return []  # an assignment target is not a use
         if isinstance(node, (ast.Name, ast.Attribute)) or _is_getattr(node):
             names = self._resolve(node)
-            return [self._reference(node, names, "use")] if names else []
+            return [self._reference(node, names, "call" if id(node) in self.callees else "use")] if names else []
         return []
 
     def _string(self, node: ast.Constant) -> list[Reference]:
@@ -488,7 +492,7 @@ def _reach(starts: list[tuple[str, set[str | None]]], modules: dict[str, Module]
         for reference in (r for r in module.references if r.owner in new):
             if reference.kind in ("import", "star"):
                 pending += [item for target in reference.names for item in _imported(target, modules)]
-            elif reference.kind == "use" and reference.names[-1].partition(".")[0] in module.defs:
+            elif reference.kind in ("use", "call") and reference.names[-1].partition(".")[0] in module.defs:
                 pending.append((name, {reference.names[-1].partition(".")[0]}))  # a call within the file
     return reach
 
@@ -572,7 +576,7 @@ def _place(entry: str) -> str:
 
 
 def _missing(rule: Rule, modules: dict[str, Module], package: str, budget: _Budget) -> list[Violation]:
-    """A required name that a covered module, with the code it imports, never uses."""
+    """A required name that a covered module, with the code it imports, never calls."""
     found = []
     for entry in rule.modules if rule.required else ():
         start = _start(entry, modules, package)
@@ -582,9 +586,9 @@ def _missing(rule: Rule, modules: dict[str, Module], package: str, budget: _Budg
         if any(modules[name].problem for name in reach):
             continue  # it does not parse: that problem is reported instead
         uses = [n for name, parts in reach.items() for r in modules[name].references
-                if r.kind == "use" and r.owner in parts for n in r.names]
+                if r.kind == "call" and r.owner in parts for n in r.names]
         file = modules[start[0]].file
         for name in (e for e in rule.required if not any(_matches(e, n, True) for n in uses)):
             found.append(Violation(rule.name, file, 0, "", (entry,), f"{file}: `{name}` is required in "
-                                   f"{_place(entry)} but never used ({rule.reason})"))
+                                   f"{_place(entry)} but never called ({rule.reason})"))
     return found

@@ -47,6 +47,10 @@ MISTAKES = (
         "resource_accounting/training.py",
         "x = checkpoint(run, layers[start:start + size], x, use_reentrant=False)",
         "x = run(layers[start:start + size], x)"),)),
+    Member("mistake-reentrant-checkpointing", "solutions", (Edit(
+        "resource_accounting/training.py",
+        "x = checkpoint(run, layers[start:start + size], x, use_reentrant=False)",
+        "x = checkpoint(run, layers[start:start + size], x, use_reentrant=True)"),)),
 )
 
 # Appended to each stub module: replace each of the module's own functions by `_cheat(its name, ...)`.

@@ -35,7 +35,7 @@ PASSES = ("forward", "forward+backward")
 # Above this many bytes for one score matrix (batch x heads x N x N) the naive rows are skipped.
 NAIVE_SCORE_LIMIT = 8 * 2**30
 # CS336 2025 leaderboard (one H100): batch 1, 16 heads, d 64, seq 16384, bf16, causal, forward+backward,
-# timed with do_bench(rep=10000, warmup=1000); naive baseline 80 ms, best 5.364 ms (FACTS.md).
+# timed with do_bench(rep=10000, warmup=1000); naive baseline 80 ms, best 5.364 ms (the public leaderboard page).
 LEADERBOARD = dict(batch=1, heads=16, n=16384, head_dim=64)
 
 

@@ -5,8 +5,8 @@
     h100.bf16_flops_per_sec            # 989.4e12 (dense: no 2:4 sparsity)
     h100.ridge_point()                 # ≈ 295 FLOP/byte: below it a kernel is memory-bound
 
-Every figure is the vendor's dense figure, from the course's FACTS.md table (which cites NVIDIA's
-datasheets). Capacities are the vendor's decimal gigabytes (80 GB = 80e9 bytes), which is also how the
+Every figure is the vendor's dense figure, from NVIDIA's public datasheets (cited per GPU below).
+Capacities are the vendor's decimal gigabytes (80 GB = 80e9 bytes), which is also how the
 lecture counts ("8 × 80 GB holds 40B parameters"); nvidia-smi reports a little more or less usable memory.
 """
 
@@ -42,17 +42,19 @@ class GPU:
 
 
 GPUS: tuple[GPU, ...] = (
-    # FACTS.md, A100 SXM 80 GB: 312e12 bf16, 19.5e12 fp32, 80 GB HBM2e at 2.0e12 B/s, 108 SMs
-    # (the full GA100 die has 128; the product enables 108).
+    # NVIDIA A100 Tensor Core GPU datasheet, A100 80GB SXM: 312e12 bf16, 19.5e12 fp32, 80 GB HBM2e at
+    # 2.0e12 B/s; 108 SMs (NVIDIA A100 architecture whitepaper: the full GA100 die has 128).
     GPU("A100 SXM 80GB", 312e12, 19.5e12, 2.0e12, 80 * GB, 108),
-    # FACTS.md, H100 SXM: 989.4e12 bf16 dense (1979e12 is the 2:4-sparse figure; the lecture writes
-    # 1979e12 / 2), 67e12 fp32, 80 GB HBM3 at 3.35e12 B/s, 132 SMs.
+    # NVIDIA H100 Tensor Core GPU datasheet, H100 SXM: 989.4e12 bf16 dense (the datasheet's 1979e12 is
+    # with 2:4 sparsity; the lecture writes 1979e12 / 2), 67e12 fp32, 80 GB HBM3 at 3.35e12 B/s; 132 SMs
+    # (NVIDIA H100 architecture whitepaper).
     GPU("H100 SXM", 989.4e12, 67e12, 3.35e12, 80 * GB, 132),
-    # FACTS.md, H200 SXM: the H100's compute with 141 GB of HBM3e at 4.8e12 B/s, 132 SMs.
+    # NVIDIA H200 Tensor Core GPU datasheet, H200 SXM: the H100's compute with 141 GB of HBM3e at
+    # 4.8e12 B/s, 132 SMs.
     GPU("H200 SXM", 989.4e12, 67e12, 4.8e12, 141 * GB, 132),
-    # FACTS.md, B200 (HGX, 1000 W): 2.25e15 bf16 dense (4.5e15 sparse), fp32 "about 75e12 to 80e12"
-    # depending on the datasheet: we take the lower, 192 GB HBM3e at 8e12 B/s, 148 SMs.
-    GPU("B200", 2.25e15, 75e12, 8e12, 192 * GB, 148),
+    # NVIDIA HGX B200 datasheet, per GPU: 2.25e15 bf16 dense (4.5e15 sparse), 180 GB of HBM3e at
+    # 8e12 B/s; fp32 "about 75e12 to 80e12" depending on the datasheet: we take the lower; 148 SMs.
+    GPU("B200", 2.25e15, 75e12, 8e12, 180 * GB, 148),
 )
 
 

@@ -13,7 +13,7 @@ attainable = min(peak, I × bandwidth). The two limits meet at the ridge point p
 Each operation's FLOPs and bytes come from a formula below (bf16: 2 bytes per element; every input is
 read once from HBM and every output written once), so the intensities are derived, not typed in:
 ReLU 0.25, GeLU 5, dot product ≈ 0.5, matrix-vector ≈ 1 (all memory-bound), a 1024³ matmul ≈ 341
-(compute-bound), as in the lecture (FACTS.md).
+(compute-bound), as in the lecture.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from kernels.hardware import GPU, gpu
 
 BF16_BYTES = 2
 PLOTTED_GPUS = ("H100 SXM", "H200 SXM")
-GELU_FLOPS_PER_ELEMENT = 20  # the lecture's count for the tanh approximation (FACTS.md)
+GELU_FLOPS_PER_ELEMENT = 20  # the lecture's count for the tanh approximation
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,8 @@ Markers a test may carry:
   task(name)           the contract item it exercises, e.g. "flops.FlopCounter" (static checks use it)
   gpu                  needs a CUDA device; elsewhere it is reported "not graded here: needs a GPU"
   triton               needs the triton package; skipped with the reason where it cannot be installed
+  edge                 an edge case, a rejection or a single property: its points count only when the
+                       ordinary tests of its task pass (autograder.harness.edges)
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.harness import hooks
+from autograder.harness import edges, hooks
 from kernels import impl
 from autograder.harness.student import LocalStudent, Student
 from autograder.results import GradeReport, TestResult, summary_lines
@@ -27,6 +29,7 @@ _TREE = pytest.StashKey[Path]()
 _REPORT = pytest.StashKey[GradeReport]()
 _STATE = pytest.StashKey[dict]()
 _SEED = pytest.StashKey[int]()
+_EDGES = pytest.StashKey[set]()
 
 MARKERS = (
     "points(n): points the test is worth",
@@ -34,6 +37,7 @@ MARKERS = (
     "task(name): the contract item the test exercises, e.g. flops.FlopCounter",
     "gpu: needs a CUDA device; reported as not graded on a machine without one",
     "triton: needs the triton package (Linux only)",
+    "edge: an edge case or rejection; its points count only when its task's ordinary tests pass",
 )
 
 
@@ -135,6 +139,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if missing:
         raise pytest.UsageError("every test of an assignment needs @pytest.mark.points(n); missing on:\n  "
                                 + "\n  ".join(missing))
+    untasked = [i.nodeid for i in items if i.get_closest_marker("edge") and not i.get_closest_marker("task")]
+    if untasked:
+        raise pytest.UsageError("an edge test needs @pytest.mark.task(name), the task whose ordinary tests "
+                                "it counts with; missing on:\n  " + "\n  ".join(untasked))
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -175,6 +183,8 @@ def _record(item: pytest.Item, state: dict) -> None:
     points = points_of(item)
     if points is None:
         return
+    if item.get_closest_marker("edge") is not None:
+        item.config.stash.setdefault(_EDGES, set()).add(item.nodeid)
     visibility = item.get_closest_marker("visibility")
     task = item.get_closest_marker("task")
     doc = (getattr(item, "obj", None).__doc__ or "").strip() if hasattr(item, "obj") else ""
@@ -193,6 +203,10 @@ def _record(item: pytest.Item, state: dict) -> None:
             hint=hint,
         )
     )
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    edges.settle(session.config.stash[_REPORT], session.config.stash.get(_EDGES, set()))
 
 
 def report_of(config: pytest.Config) -> GradeReport:

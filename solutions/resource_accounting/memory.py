@@ -68,8 +68,9 @@ def underflows_to_zero(value: float, dtype: torch.dtype) -> bool:
         raise TypeError(f"dtype must be a floating-point torch.dtype, got {dtype!r}")
     if type(value) not in (int, float) or not math.isfinite(value):
         raise ValueError(f"value must be a finite number, got {value!r}")
-    # Let the cast decide. (float64 -> bfloat16 goes through float32 in torch: a value a hair above half
-    # the smallest subnormal rounds to exactly half, then to 0. The tests accept either answer there.)
+    # Let the cast decide. (torch casts float64 to bfloat16, float16 and both fp8 formats through float32:
+    # a value a hair above half the smallest subnormal rounds to exactly half, then to even, 0. The tests
+    # accept either answer there.)
     rounded = torch.tensor(value, dtype=torch.float64).to(dtype)
     return value != 0 and rounded.item() == 0
     ### END SOLUTION

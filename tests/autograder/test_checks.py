@@ -165,8 +165,31 @@ def test_a_required_name_that_is_never_used_fails_the_task_that_needs_it(tmp_pat
     found = scan(package(tmp_path, "resource_accounting", files), "resource_accounting", ACCOUNTING_RULES)
     assert [(v.file, v.line, v.blocks) for v in found] == [("einops_ops.py", 0, ("einops_ops.attention_scores",))]
     assert found[0].message.startswith("einops_ops.py: `einops.einsum` is required in einops_ops.attention_scores "
-                                       "but never used")
+                                       "but never called")
     assert blocked(found, "einops_ops.attention_scores") == found and blocked(found, "einops_ops.split_heads") == []
+
+
+@pytest.mark.parametrize("body", ["einops.einsum\n    return torch.einsum('bid,bjd->bij', q, k)",
+                                  "return (einops.einsum, torch.einsum('bid,bjd->bij', q, k))[1]",
+                                  "f = einops.einsum\n    return torch.einsum('bid,bjd->bij', q, k)"],
+                         ids=["bare name", "in a tuple", "assigned"])
+def test_a_required_name_that_is_only_named_is_not_used(tmp_path, body):
+    """The required call must be a call (or a decorator): a bare name that never runs does not count."""
+    text = f"import einops\nimport torch\n\ndef attention_scores(q, k):\n    {body}\n"
+    found = scan(package(tmp_path, "resource_accounting", {"einops_ops.py": text}), "resource_accounting",
+                 ACCOUNTING_RULES)
+    assert [(v.rule, v.blocks) for v in found] == [("einops scores", ("einops_ops.attention_scores",))]
+
+
+@pytest.mark.parametrize("body", ["return einops.einsum(q, k, 'b i d, b j d -> b i j')",
+                                  "f = einops.einsum\n    return f(q, k, 'b i d, b j d -> b i j')",
+                                  "return helper(q, k)"], ids=["direct", "through an alias", "in a helper"])
+def test_a_required_call_counts_however_it_is_reached(tmp_path, body):
+    text = (f"import einops\n\ndef helper(q, k):\n    return einops.einsum(q, k, 'b i d, b j d -> b i j')\n\n"
+            f"def attention_scores(q, k):\n    {body}\n")
+    found = scan(package(tmp_path, "resource_accounting", {"einops_ops.py": text}), "resource_accounting",
+                 ACCOUNTING_RULES)
+    assert [v for v in found if v.rule == "einops scores"] == []
 
 
 def test_a_stub_is_left_to_fail_as_not_implemented(tmp_path):

@@ -10,6 +10,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 import zipfile
 from pathlib import Path
@@ -39,8 +40,14 @@ def toy_grade(path: Path) -> GradeReport:
     return GradeReport(submission=path.name.removesuffix(".zip"), tests=tests, log=["toy grader"])
 
 
-def slow_toy_grade(path: Path) -> GradeReport:
-    time.sleep(0.15)
+GATE = threading.Semaphore(4)
+
+
+def gated_toy_grade(path: Path) -> GradeReport:
+    """toy_grade for the first four submissions; the others wait (until the test kills the batch), so that
+    the batch is killed part-way through however slowly the machine runs."""
+    if not GATE.acquire(blocking=False):
+        time.sleep(600)
     return toy_grade(path)
 
 
@@ -271,8 +278,8 @@ BATCH_SCRIPT = """
 import sys
 from pathlib import Path
 from autograder.batch import run_batch
-from tests.autograder.test_gradebook import slow_toy_grade
-run_batch(Path(sys.argv[1]), Path(sys.argv[2]), workers=2, grade_fn=slow_toy_grade)
+from tests.autograder.test_gradebook import gated_toy_grade
+run_batch(Path(sys.argv[1]), Path(sys.argv[2]), workers=2, grade_fn=gated_toy_grade)
 """
 
 
@@ -285,6 +292,7 @@ def test_killed_batch_resumes_with_every_submission_once(tmp_path):
     deadline = time.monotonic() + 60
     while _count(database) < 3 and batch.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
+    assert batch.poll() is None, "the batch ended before it was killed"
     os.kill(batch.pid, signal.SIGKILL)
     _, stderr = batch.communicate()
     assert batch.returncode == -signal.SIGKILL, stderr.decode()

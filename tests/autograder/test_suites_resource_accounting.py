@@ -161,6 +161,51 @@ WRONG = {
         "training.py", [("    with torch.autocast(device_type=x.device.type, dtype=dtype):\n        return model(x)",
                          "    return model(x).to(dtype)")],
         "test_hidden_training.py", {"test_autocast_forward_output_and_parameter_dtypes_for_random_networks"}),
+    "checkpointing with the reentrant variant (no weight gradients for an input that needs none)": (
+        "training.py", [("x = checkpoint(run, layers[start:start + size], x, use_reentrant=False)",
+                         "x = checkpoint(run, layers[start:start + size], x, use_reentrant=True)")],
+        "test_hidden_training.py", {"test_checkpointed_forward_keeps_output_and_gradients_at_random_segment_counts"}),
+    "checkpointed forward run without autograd (saves nothing, so no gradient)": (
+        "training.py", [("        x = checkpoint(run, layers[start:start + size], x, use_reentrant=False)",
+                         "        with torch.no_grad():\n            x = run(layers[start:start + size], x)")],
+        "test_hidden_training.py", {"test_checkpointed_forward_keeps_output_and_gradients_at_random_segment_counts"}),
+    "elementwise counting includes in-place ops": (
+        "flops.py", [("packet in (aten.add, aten.sub, aten.mul, aten.div)",
+                      "packet in (aten.add, aten.sub, aten.mul, aten.div, aten.add_, aten.mul_)")],
+        "test_hidden_flops.py", {"test_flop_counter_does_not_count_in_place_elementwise_ops"}),
+    "compute-bound only strictly above the ridge": (
+        "flops.py", [("_number(\"intensity\", intensity, positive=False) >= ridge_point(",
+                      "_number(\"intensity\", intensity, positive=False) > ridge_point(")],
+        "test_hidden_flops.py", {"test_is_compute_bound_compares_with_the_ridge_at_random_figures"}),
+    "the roofline ignores the peak": (
+        "flops.py", [("return min(_number(\"peak\", peak), intensity * _number(\"bandwidth\", bandwidth))",
+                      "return intensity * _number(\"bandwidth\", bandwidth) if _number(\"peak\", peak) else 0.0")],
+        "test_hidden_flops.py", {"test_attainable_flops_follow_the_roofline_at_random_figures"}),
+    "training days ignore the MFU": (
+        "flops.py", [("* _number(\"peak_flops_per_gpu\", peak_flops_per_gpu) * mfu",
+                      "* _number(\"peak_flops_per_gpu\", peak_flops_per_gpu)")],
+        "test_hidden_flops.py", {"test_training_days_at_random_figures",
+                                 "test_mfu_is_achieved_rate_over_peak_and_inverts_training_days"}),
+    "max trainable parameters rounded up": (
+        "memory.py", [("return _count(\"memory_bytes\", memory_bytes) // _count(\"bytes_per_parameter\", "
+                       "bytes_per_parameter, minimum=1)",
+                       "return -(-_count(\"memory_bytes\", memory_bytes) // _count(\"bytes_per_parameter\", "
+                       "bytes_per_parameter, minimum=1))")],
+        "test_hidden_memory.py", {"test_max_trainable_parameters_is_the_largest_count_that_fits"}),
+    "block weights not scaled by 1/sqrt(dim)": (
+        "network.py", [("torch.randn(dim, dim) / math.sqrt(dim)", "torch.randn(dim, dim)")],
+        "test_hidden_network.py", {"test_block_weight_is_seeded_randn_over_sqrt_dim_at_random_seeds_and_widths"}),
+    "tied weights counted twice": (
+        "network.py", [("sum(p.numel() for p in model.parameters())",
+                        "sum(p.numel() for _, p in model.named_parameters(remove_duplicate=False))")],
+        "test_hidden_network.py", {"test_get_num_parameters_counts_tied_weights_once_and_frozen_ones_too"}),
+    "autocast left on after the forward": (
+        "training.py", [("    with torch.autocast(device_type=x.device.type, dtype=dtype):\n        return model(x)",
+                         "    torch.autocast(device_type=x.device.type, dtype=dtype).__enter__()\n    return model(x)")],
+        "test_hidden_training.py", {"test_autocast_is_off_again_after_autocast_forward"}),
+    "accumulation returns the last micro-batch's loss": (
+        "training.py", [("        total += loss.item()\n", "        total = loss.item()\n")],
+        "test_hidden_training.py", {"test_accumulated_step_returns_the_full_batch_mean_loss_at_random_cases"}),
 }
 
 

@@ -93,6 +93,7 @@ def test_autograd_function_matches_float64(student, trusted, is_causal):
         trusted.assert_close(name, got[name], want, torch.float32, trusted.fp32)
 
 
+@pytest.mark.edge
 @pytest.mark.points(2)
 @pytest.mark.task("flash_pytorch.FlashAttentionPytorch")
 def test_autograd_function_saves_lse_as_its_only_row_vector(student):
@@ -107,6 +108,7 @@ def test_autograd_function_saves_lse_as_its_only_row_vector(student):
     assert rows[0]["dtype"] == torch.float32, f"the saved lse must be float32, got {rows[0]['dtype']}"
 
 
+@pytest.mark.edge
 @pytest.mark.points(2)
 @pytest.mark.task("flash_pytorch.FlashAttentionPytorch")
 def test_autograd_function_saves_no_score_matrix(student):
@@ -142,6 +144,7 @@ def test_forward_never_materialises_the_score_matrix(student, trusted, is_causal
     assert got["peak_bytes"] <= 2**20, f"the forward held {got['peak_bytes']} bytes alive at once"
 
 
+@pytest.mark.edge
 @pytest.mark.points(3)
 @pytest.mark.task("flash_pytorch.flash_forward_pytorch")
 def test_causal_forward_skips_tiles_above_the_diagonal(student):
@@ -164,6 +167,7 @@ BAD_INPUTS = {
 }
 
 
+@pytest.mark.edge
 @pytest.mark.points(1)
 @pytest.mark.task("flash_pytorch.flash_forward_pytorch")
 @pytest.mark.parametrize("case", list(BAD_INPUTS))

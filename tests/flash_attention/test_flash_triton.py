@@ -101,6 +101,7 @@ BAD_CALLS = {
 }
 
 
+@pytest.mark.edge
 @pytest.mark.points(1)
 @pytest.mark.task("flash_triton.flash_forward_triton")
 @pytest.mark.parametrize("case", list(BAD_CALLS))

@@ -39,8 +39,9 @@ BAD_INPUTS = {
 }
 
 
+@pytest.mark.edge
 @pytest.mark.points(2)
-@pytest.mark.task("reference.check_attention_inputs")
+@pytest.mark.task("reference.attention")
 @pytest.mark.parametrize("case", list(BAD_INPUTS))
 def test_attention_rejects_inputs_outside_the_contract(student, case):
     """attention raises ValueError for causal with n_queries != n_keys and for mismatched shapes.

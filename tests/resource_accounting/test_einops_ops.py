@@ -42,6 +42,7 @@ def test_merge_heads_undoes_split_heads(einops_ops):
     assert einops_ops.merge_heads(torch.randn(2, 4, 5, 3)).shape == (2, 5, 12)
 
 
+@pytest.mark.edge
 @pytest.mark.points(0.5)
 @pytest.mark.task("einops_ops.split_heads")
 @pytest.mark.parametrize("num_heads", [5, 0])
@@ -51,6 +52,7 @@ def test_split_heads_rejects_a_head_count_that_does_not_divide_the_width(einops_
         einops_ops.split_heads(torch.zeros(2, 5, 12), num_heads)
 
 
+@pytest.mark.edge
 @pytest.mark.points(0.5)
 @pytest.mark.task("einops_ops.attention_scores")
 def test_attention_scores_rejects_mismatched_hidden_sizes(einops_ops):

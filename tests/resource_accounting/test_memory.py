@@ -20,15 +20,17 @@ def test_float32_4x8_tensor_takes_128_bytes(memory):
     assert got == 128
 
 
-@pytest.mark.points(0.5)
+@pytest.mark.points(2.5)
 @pytest.mark.task("memory.get_memory_usage")
-@pytest.mark.parametrize("shape, dtype", [((3, 5), torch.float16), ((7,), torch.bfloat16), ((2, 3, 4), torch.int64),
-                                          ((), torch.float32), ((0, 9), torch.float32)])
-def test_memory_usage_is_numel_times_element_size(memory, shape, dtype):
-    """get_memory_usage is numel × bytes per element for every dtype and shape, empty and 0-d included."""
-    x = torch.zeros(shape, dtype=dtype)
-    expected = torch.Size(shape).numel() * torch.empty((), dtype=dtype).element_size()
-    assert memory.get_memory_usage(x) == expected
+def test_memory_usage_is_numel_times_element_size(memory):
+    """get_memory_usage is numel × bytes per element for every dtype and shape, empty and 0-d included
+    (one test: an empty tensor's 0 bytes count only together with the others)."""
+    for shape, dtype in [((3, 5), torch.float16), ((7,), torch.bfloat16), ((2, 3, 4), torch.int64),
+                         ((), torch.float32), ((0, 9), torch.float32)]:
+        x = torch.zeros(shape, dtype=dtype)
+        expected = torch.Size(shape).numel() * torch.empty((), dtype=dtype).element_size()
+        got = memory.get_memory_usage(x)
+        assert got == expected, f"shape {shape}, {dtype}: expected {expected} bytes, got {got!r}"
 
 
 @pytest.mark.points(2)
@@ -58,6 +60,7 @@ def test_float_format_gives_sign_exponent_mantissa_bits(memory, dtype, bits):
     assert sum(bits) == torch.finfo(dtype).bits
 
 
+@pytest.mark.edge
 @pytest.mark.points(0.5)
 @pytest.mark.task("memory.float_format")
 @pytest.mark.parametrize("dtype", [torch.int32, torch.float64])
@@ -78,14 +81,16 @@ def test_1e_minus_8_underflows_in_float16_but_not_in_bfloat16(memory):
     assert memory.underflows_to_zero(1e-8, torch.bfloat16) is False
 
 
-@pytest.mark.points(0.5)
+@pytest.mark.points(3)
 @pytest.mark.task("memory.underflows_to_zero")
-@pytest.mark.parametrize("value, dtype", [(2e-8, torch.float16), (6e-8, torch.float16), (1e-3, torch.float8_e4m3fn),
-                                          (1e-4, torch.float8_e4m3fn), (1e-46, torch.float32), (0.0, torch.float16)])
-def test_underflows_to_zero_agrees_with_a_cast(memory, value, dtype):
-    """underflows_to_zero is True exactly when a nonzero value becomes 0 when cast to the dtype (subnormals count)."""
-    expected = value != 0 and torch.tensor(value, dtype=torch.float64).to(dtype).item() == 0
-    assert memory.underflows_to_zero(value, dtype) is expected
+def test_underflows_to_zero_agrees_with_a_cast(memory):
+    """underflows_to_zero is True exactly when a nonzero value becomes 0 when cast to the dtype (subnormals count),
+    on cases that need both answers (one test, so that a constant True or False earns nothing)."""
+    for value, dtype in [(2e-8, torch.float16), (6e-8, torch.float16), (1e-3, torch.float8_e4m3fn),
+                         (1e-4, torch.float8_e4m3fn), (1e-46, torch.float32), (0.0, torch.float16)]:
+        expected = value != 0 and torch.tensor(value, dtype=torch.float64).to(dtype).item() == 0
+        got = memory.underflows_to_zero(value, dtype)
+        assert got is expected, f"underflows_to_zero({value}, {dtype}): expected {expected}, got {got!r}"
 
 
 @pytest.mark.points(1)
@@ -112,6 +117,7 @@ def invalid(function, *args, names):
                         id=f"{function}{args}")
 
 
+@pytest.mark.edge
 @pytest.mark.points(0.5)
 @pytest.mark.parametrize("function, args, names", [
     invalid("training_state_bytes", -1, names="num_parameters"),

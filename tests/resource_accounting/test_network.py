@@ -110,6 +110,7 @@ def invalid(function, *args, names):
     return pytest.param(function, args, names, marks=pytest.mark.task(f"network.{function}"), id=f"{function}{args}")
 
 
+@pytest.mark.edge
 @pytest.mark.points(0.5)
 @pytest.mark.parametrize("function, args, names", [
     invalid("forward_flops", -1, 8, 3, names="batch_size"),
@@ -122,6 +123,7 @@ def test_network_formulas_reject_invalid_sizes(network, function, args, names):
         getattr(network, function)(*args)
 
 
+@pytest.mark.edge
 @pytest.mark.points(0.5)
 @pytest.mark.task("network.DeepNetwork")
 @pytest.mark.parametrize("dim, num_layers", [(0, 3), (8, -1)])

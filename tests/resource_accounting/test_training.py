@@ -106,6 +106,7 @@ def test_accumulated_step_returns_the_full_batch_mean_loss(student):
     assert got["loss"] == pytest.approx(loss, rel=1e-12)
 
 
+@pytest.mark.edge
 @pytest.mark.points(0.5)
 @pytest.mark.task("training.accumulated_train_step")
 @pytest.mark.parametrize("batch, num_micro_batches", [(10, 4), (8, 0)])
@@ -122,23 +123,30 @@ def test_accumulated_step_rejects_a_batch_that_does_not_split_evenly(student, ba
 @pytest.mark.parametrize("num_segments", [1, 3, 7])
 def test_checkpointed_forward_keeps_the_output_and_the_gradients(student, num_segments):
     """checkpointed_forward of a 7-layer DeepNetwork gives model(x)'s output and the same gradients for every
-    weight and for x (compared with float64 autograd, rtol 1e-5)."""
+    weight and for x (compared with float64 autograd, rtol 1e-5); and when x does not require grad (a batch
+    of data), every weight still gets its gradient.
+
+    Hint: checkpoint(..., use_reentrant=False); the reentrant variant gives no parameter gradients when no
+    input of a segment requires grad.
+    """
     weights = block_weights(seed=0, dim=8, num_layers=7)
     x, grad_output = torch.randn(3, 8), torch.randn(3, 8)
-    got = student.run(scenarios.checkpointed_output_and_grads, weights=weights, x=x, grad_output=grad_output,
-                      num_segments=num_segments)
-    leaves = [w.double().requires_grad_(True) for w in weights] + [x.double().requires_grad_(True)]
-    out = deep_network_reference(leaves[:-1], leaves[-1])
-    grads = torch.autograd.grad(out, leaves, grad_output.double())
     close = dict(rtol=1e-5, atol=1e-6)
-    assert got["output"].dtype == torch.float32
-    torch.testing.assert_close(got["output"].double(), out.detach(), **close)
-    assert got["input_grad"] is not None and len(got["weight_grads"]) == 7
-    for i, (grad, want) in enumerate(zip(got["weight_grads"] + [got["input_grad"]], grads)):
-        assert grad is not None, f"gradient {i} is missing"
-        torch.testing.assert_close(grad.double(), want, **close)
+    for needs_grad in (True, False):
+        got = student.run(scenarios.checkpointed_output_and_grads, weights=weights, x=x, grad_output=grad_output,
+                          num_segments=num_segments, input_requires_grad=needs_grad)
+        leaves = [w.double().requires_grad_(True) for w in weights] + [x.double().requires_grad_(needs_grad)]
+        out = deep_network_reference(leaves[:-1], leaves[-1])
+        grads = torch.autograd.grad(out, leaves[:7 + needs_grad], grad_output.double())
+        assert got["output"].dtype == torch.float32
+        torch.testing.assert_close(got["output"].double(), out.detach(), **close)
+        assert len(got["weight_grads"]) == 7
+        for i, (grad, want) in enumerate(zip(got["weight_grads"] + [got["input_grad"]], grads)):
+            assert grad is not None, f"gradient {i} is missing ({'with' if needs_grad else 'without'} x requiring grad)"
+            torch.testing.assert_close(grad.double(), want, **close)
 
 
+@pytest.mark.edge
 @pytest.mark.points(3)
 @pytest.mark.task("training.checkpointed_forward")
 def test_checkpointing_16_layers_in_4_segments_saves_less_than_half(student):
@@ -159,6 +167,7 @@ def test_checkpointing_16_layers_in_4_segments_saves_less_than_half(student):
     assert got["checkpointed"] < got["plain"] / 2
 
 
+@pytest.mark.edge
 @pytest.mark.points(0.5)
 @pytest.mark.task("training.checkpointed_forward")
 @pytest.mark.parametrize("num_segments", [0, 5])

@@ -1,4 +1,4 @@
-"""The hardware table: the figures of FACTS.md, frozen records, lookup by name, ridge points."""
+"""The hardware table: the datasheets' figures, frozen records, lookup by name, ridge points."""
 
 import dataclasses
 
@@ -12,7 +12,7 @@ from kernels.hardware import GB, gpu
     ("A100 SXM 80GB", 312e12, 19.5e12, 2.0e12, 80 * GB, 108),
     ("H100 SXM", 989.4e12, 67e12, 3.35e12, 80 * GB, 132),
     ("H200 SXM", 989.4e12, 67e12, 4.8e12, 141 * GB, 132),
-    ("B200", 2.25e15, 75e12, 8e12, 192 * GB, 148),
+    ("B200", 2.25e15, 75e12, 8e12, 180 * GB, 148),  # HGX B200: 180 GB per GPU
 ])
 def test_each_gpu_has_the_dense_figures_of_the_facts_sheet(name, bf16, fp32, bandwidth, capacity, sms):
     device = gpu(name)

@@ -32,6 +32,6 @@ def test_counts_and_intensities_match_the_lecture():
     n = 1 << 20
     assert demos.add_flops(n) == n and demos.add_bytes(n) == 3 * n * 2
     assert demos.gelu_flops(n) == 20 * n and demos.gelu_bytes(n, 4) == 2 * n * 4
-    # FACTS.md: GeLU counted as 20 FLOPs per element has intensity 5 in bf16.
+    # The lecture: GeLU counted as 20 FLOPs per element has intensity 5 in bf16.
     assert demos.gelu_flops(n) / demos.gelu_bytes(n) == 5.0
     assert demos.add_flops(n) / demos.add_bytes(n) == pytest.approx(1 / 6)

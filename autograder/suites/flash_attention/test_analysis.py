@@ -134,6 +134,7 @@ def test_byte_counts_stay_exact_beyond_two_to_the_53(student, rng):
             f"flash_attention_hbm_bytes({sizes}, q_tile={q_tile}) = {got!r}, expected {flash}"
 
 
+@pytest.mark.edge
 @pytest.mark.points(1)
 @pytest.mark.task("analysis.attention_flops")
 def test_counts_reject_random_bad_sizes(student, trusted, rng):

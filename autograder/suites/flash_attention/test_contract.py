@@ -24,8 +24,9 @@ def _valid(rng) -> tuple:
     return q, k, v, o, torch.zeros(*lead, n_queries), do
 
 
+@pytest.mark.edge
 @pytest.mark.points(2)
-@pytest.mark.task("reference.check_attention_inputs")
+@pytest.mark.task("reference.attention")
 def test_reference_attention_rejects_random_bad_inputs(student, trusted, rng):
     """reference.attention raises ValueError for each kind of input outside the contract, at random shapes."""
     attention = student.module(REFERENCE).attention
@@ -33,6 +34,7 @@ def test_reference_attention_rejects_random_bad_inputs(student, trusted, rng):
         trusted.value_error(f"attention, {what}", lambda: attention(q, k, v, is_causal))
 
 
+@pytest.mark.edge
 @pytest.mark.points(2)
 @pytest.mark.task("flash_pytorch.flash_forward_pytorch")
 def test_pytorch_forward_and_function_reject_random_bad_inputs(student, trusted, rng):
@@ -45,6 +47,7 @@ def test_pytorch_forward_and_function_reject_random_bad_inputs(student, trusted,
         trusted.value_error(f"FlashAttentionPytorch.apply, {what}", lambda: apply(q, k, v, is_causal))
 
 
+@pytest.mark.edge
 @pytest.mark.points(2)
 @pytest.mark.task("flash_pytorch.flash_backward_pytorch")
 def test_pytorch_backward_rejects_random_bad_inputs(student, trusted, rng):
@@ -61,6 +64,7 @@ def test_pytorch_backward_rejects_random_bad_inputs(student, trusted, rng):
                             lambda: backward(q, k, v, o_, lse_, do_, False))
 
 
+@pytest.mark.edge
 @pytest.mark.triton
 @pytest.mark.points(2)
 @pytest.mark.task("flash_triton.flash_forward_triton")
@@ -76,6 +80,7 @@ def test_triton_forward_rejects_random_bad_inputs_and_tiles(student, trusted, rn
             trusted.value_error(f"flash_forward_triton, {name}={tile}", lambda: forward(q, k, v, **{name: tile}))
 
 
+@pytest.mark.edge
 @pytest.mark.triton
 @pytest.mark.points(2)
 @pytest.mark.task("flash_triton.flash_backward_triton")

@@ -630,14 +630,18 @@ def accumulation_invalid(batch: int, target_batch: int, num_micro_batches) -> di
 
 
 def checkpointed_grads(weights: list[torch.Tensor], x: torch.Tensor, grad_output: torch.Tensor,
-                       num_segments: int) -> dict:
-    """checkpointed_forward's output, then the gradients of <output, grad_output> for the weights and x."""
+                       num_segments: int, input_requires_grad: bool = True) -> dict:
+    """checkpointed_forward's output, then the gradients of <output, grad_output> for the weights and x.
+
+    With input_requires_grad False, x is plain data (as a training batch is): only the weights need gradients.
+    """
     from resource_accounting.training import checkpointed_forward
 
     model = _deep_network(weights)
-    x = x.clone().requires_grad_(True)
+    x = x.clone().requires_grad_(input_requires_grad)
     out = checkpointed_forward(model, x, num_segments)
-    out.backward(grad_output)
+    if out.requires_grad:  # else no weight gets a gradient: the test says which are missing
+        out.backward(grad_output)
     return {"output": out.detach(), "weight_grads": [layer.weight.grad for layer in model.layers],
             "input_grad": x.grad}
 

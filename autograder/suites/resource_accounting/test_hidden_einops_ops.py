@@ -102,6 +102,7 @@ def test_einops_functions_accept_non_contiguous_inputs(student, trusted, rng, fu
         trusted.assert_tensor(f"merge_heads {spec}", got, merge_expected(y).contiguous(), dtype=y.dtype)
 
 
+@pytest.mark.edge
 @pytest.mark.points(1)
 @pytest.mark.task("einops_ops.attention_scores")
 def test_attention_scores_rejects_random_mismatched_shapes(einops_ops, rng):
@@ -120,6 +121,7 @@ def test_attention_scores_rejects_random_mismatched_shapes(einops_ops, rng):
             pytest.fail(f"no ValueError when {what}: q {q_shape}, k {k_shape}")
 
 
+@pytest.mark.edge
 @pytest.mark.points(1)
 @pytest.mark.task("einops_ops.split_heads")
 def test_split_heads_rejects_random_head_counts_that_do_not_divide(einops_ops, rng):
@@ -132,6 +134,7 @@ def test_split_heads_rejects_random_head_counts_that_do_not_divide(einops_ops, r
             pytest.fail(f"no ValueError for {heads} heads of width {width}")
 
 
+@pytest.mark.edge
 @pytest.mark.points(0.5)
 @pytest.mark.task("einops_ops.merge_heads")
 def test_merge_heads_rejects_fewer_than_three_dims(einops_ops, rng):

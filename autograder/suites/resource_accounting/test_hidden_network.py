@@ -84,6 +84,7 @@ def test_get_num_parameters_of_random_modules(student, rng):
         assert type(got) is int and got == expected, f"{layers}: got {got!r}, expected {expected}"
 
 
+@pytest.mark.edge
 @pytest.mark.points(1)
 @pytest.mark.visibility("after_due_date")
 @pytest.mark.task("network.get_num_parameters")
@@ -204,6 +205,7 @@ def test_activation_bytes_agrees_with_saved_activation_bytes_at_random_sizes_and
         assert got["formula"] == expected, f"{where}: activation_bytes gave {got['formula']}, expected {expected}"
 
 
+@pytest.mark.edge
 @pytest.mark.points(1)
 @pytest.mark.parametrize("function", [pytest.param(f, marks=pytest.mark.task(f"network.{f}"))
                                       for f in ("forward_flops", "backward_flops", "activation_bytes")])
@@ -217,6 +219,7 @@ def test_network_formulas_reject_random_invalid_sizes(network, rng, function):
             pytest.fail(f"no ValueError for {function}{tuple(args)}")
 
 
+@pytest.mark.edge
 @pytest.mark.points(0.5)
 @pytest.mark.task("network.DeepNetwork")
 def test_deep_network_rejects_random_invalid_sizes(student, rng):

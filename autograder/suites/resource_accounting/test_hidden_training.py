@@ -176,6 +176,7 @@ def test_accumulated_step_ignores_stale_gradients(student, trusted, rng):
         assert_same_parameters(trusted, got, full_batch_step(draw)[0], draw)
 
 
+@pytest.mark.edge
 @pytest.mark.points(1.5)
 @pytest.mark.task("training.accumulated_train_step")
 def test_accumulated_step_steps_the_optimizer_exactly_once(student, rng):
@@ -216,6 +217,7 @@ def test_accumulated_step_runs_equal_contiguous_micro_batches_in_order(student, 
         trusted.assert_tensor(f"micro-batch {i} of {k}, {draw}", rows, want, dtype=torch.float64)
 
 
+@pytest.mark.edge
 @pytest.mark.points(1)
 @pytest.mark.task("training.accumulated_train_step")
 def test_accumulated_step_rejects_random_uneven_splits(student, rng):
@@ -237,18 +239,25 @@ def test_accumulated_step_rejects_random_uneven_splits(student, rng):
 @pytest.mark.task("training.checkpointed_forward")
 def test_checkpointed_forward_keeps_output_and_gradients_at_random_segment_counts(student, trusted, rng):
     """For 3 random networks (2 to 9 layers, 1 to L segments, random width and batch, 2-D or 3-D input) the
-    output and the gradients of every weight and of x equal model(x)'s (float64 autograd, rtol 1e-5)."""
-    for _ in range(3):
+    output and the gradients of every weight and of x equal model(x)'s (float64 autograd, rtol 1e-5); in the
+    first, x does not require grad (a batch of data) and every weight still gets its gradient.
+
+    Hint: checkpoint(..., use_reentrant=False); the reentrant variant gives no parameter gradients when no
+    input of a segment requires grad.
+    """
+    for case in range(3):
+        needs_grad = case > 0
         dim, num_layers = rng.randint(2, 10), rng.randint(2, 9)
         segments = rng.randint(1, num_layers)
         lead = [rng.randint(1, 5) for _ in range(rng.randint(1, 2))]
         weights, x, grad_output = block_weights(rng, dim, num_layers), randn(rng, *lead, dim), randn(rng, *lead, dim)
         got = student.run(scenarios.checkpointed_grads, weights=weights, x=x, grad_output=grad_output,
-                          num_segments=segments)
-        leaves = [w.double().requires_grad_() for w in weights] + [x.double().requires_grad_()]
+                          num_segments=segments, input_requires_grad=needs_grad)
+        leaves = [w.double().requires_grad_() for w in weights] + [x.double().requires_grad_(needs_grad)]
         out = chain64(leaves[:-1], leaves[-1])
-        grads = torch.autograd.grad(out, leaves, grad_output.double())
-        where = f"{num_layers} layers of width {dim} in {segments} segments, x of {tuple(x.shape)}"
+        grads = torch.autograd.grad(out, leaves[:num_layers + needs_grad], grad_output.double())
+        where = (f"{num_layers} layers of width {dim} in {segments} segments, x of {tuple(x.shape)} "
+                 f"{'requiring' if needs_grad else 'not requiring'} grad")
         trusted.assert_tensor(f"output, {where}", got["output"], out.detach(), dtype=torch.float32, rtol=1e-5,
                               atol=1e-6)
         assert type(got["weight_grads"]) is list and len(got["weight_grads"]) == num_layers, f"{where}: weight grads"
@@ -263,6 +272,7 @@ def bounded_segments(num_layers: int) -> list[int]:
     return [k for k in range(2, num_layers) if k + math.ceil(num_layers / k) < num_layers and num_layers % k <= 2]
 
 
+@pytest.mark.edge
 @pytest.mark.points(3)
 @pytest.mark.task("training.checkpointed_forward")
 def test_checkpointed_saved_bytes_stay_within_the_bound_at_random_sizes(student, rng):
@@ -282,6 +292,7 @@ def test_checkpointed_saved_bytes_stay_within_the_bound_at_random_sizes(student,
             f"{where}: checkpointed_forward saved {got['checkpointed']} > bound {bound}"
 
 
+@pytest.mark.edge
 @pytest.mark.points(2)
 @pytest.mark.task("training.checkpointed_forward")
 def test_checkpointing_16_layers_in_4_segments_saves_less_than_half_at_random_widths(student, rng):
@@ -295,6 +306,7 @@ def test_checkpointing_16_layers_in_4_segments_saves_less_than_half_at_random_wi
         f"B = {batch}, D = {dim}: checkpointed {got['checkpointed']} bytes, not under half of {got['plain']}"
 
 
+@pytest.mark.edge
 @pytest.mark.points(0.5)
 @pytest.mark.task("training.checkpointed_forward")
 def test_checkpointed_forward_rejects_random_segment_counts_outside_1_to_l(student, rng):
@@ -344,6 +356,7 @@ def test_autocast_forward_output_and_parameter_dtypes_for_random_networks(studen
         assert got["input_dtype"] == torch.float32, f"{where}: the input became {got['input_dtype']}"
 
 
+@pytest.mark.edge
 @pytest.mark.points(1)
 @pytest.mark.visibility("after_due_date")
 @pytest.mark.task("training.autocast_forward")
@@ -356,6 +369,7 @@ def test_autocast_is_off_again_after_autocast_forward(student, rng):
     assert got["after"] == torch.float32, f"a float32 matmul after autocast_forward gave {got['after']}"
 
 
+@pytest.mark.edge
 @pytest.mark.points(0.5)
 @pytest.mark.task("training.autocast_forward")
 def test_autocast_forward_rejects_random_other_dtypes(student, rng):

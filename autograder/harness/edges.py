@@ -1,0 +1,35 @@
+"""Edge cases count only with the ordinary case: the points of tests marked `edge`.
+
+A test marked `edge` checks an edge case, a rejection or one property of a task (an empty tensor's
+bytes, a ValueError for a bad size, the saved memory of a checkpointed forward). A constant answer,
+or a function that refuses every input, can meet such a test alone; so its points count only when
+the task's ordinary tests (those of the same task, not marked `edge`) ran and all passed. Tests that
+could not run here (a GPU test on a CPU, a skip) neither help nor hurt. A visible test's message
+names a hidden test only as "a hidden test".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from autograder.results import GradeReport, TestResult
+
+UNCOUNTED = ("not_graded", "skipped")
+
+
+def settle(report: GradeReport, edges: set[str]) -> None:
+    """Fail, in `report`, every passed edge test whose task's ordinary tests did not all pass."""
+    for index, test in enumerate(report.tests):
+        if test.name not in edges or test.status != "passed":
+            continue
+        ordinary = [t for t in report.tests if t.assignment == test.assignment and t.task == test.task
+                    and t.name not in edges and t.status not in UNCOUNTED]
+        failing = [t for t in ordinary if t.status != "passed"]
+        if ordinary and not failing:
+            continue
+        shown = [t for t in failing if t.visibility == "visible" or test.visibility != "visible"]
+        why = (f"{shown[0].name} did not pass" if shown else "a hidden test of it did not pass" if failing
+               else "none of them ran")
+        report.tests[index] = dataclasses.replace(
+            test, status="failed",
+            message=f"this edge case counts only when the ordinary tests of {test.task or 'its task'} pass: {why}")
