@@ -35,7 +35,7 @@ from pathlib import Path
 import pytest
 
 import kernels  # noqa: F401  (Triton's mode, before anything else)
-from autograder import checks
+from autograder import checks, triton_rules
 from autograder.results import GradeReport
 from autograder.sandbox import policy, staging
 from autograder.sandbox.process import RemoteStudent, Worker
@@ -52,9 +52,10 @@ def known_assignments() -> list[str]:
     return impl.packages(SOLUTIONS)
 
 
-def rules_of(assignment: str) -> list:
+def rules_of(assignment: str, kind: str = "RULES") -> list:
+    """The suite's static rules: RULES (checks.Rule) or TRITON_RULES (triton_rules.TritonRules)."""
     try:
-        return list(importlib.import_module(f"autograder.suites.{assignment}.rules").RULES)
+        return list(getattr(importlib.import_module(f"autograder.suites.{assignment}.rules"), kind, []))
     except ModuleNotFoundError:
         return []
 
@@ -94,6 +95,7 @@ def scan(submission, assignments: list[str]) -> list:
     for name in assignments:
         if name in submission.packages:
             found += checks.scan(submission.root / name, name, rules_of(name))
+            found += triton_rules.scan(submission.root / name, name, rules_of(name, "TRITON_RULES"))
     return found
 
 
