@@ -510,8 +510,8 @@ class _Analysis:
             return ("local", unit.env[name])
         scope = unit
         while scope is not None:
-            if scope.scope and name in scope.env:
-                return ("local", scope.env[name])
+            if scope.scope and (name in scope.env or name in scope.locals):
+                return ("local", scope.env.get(name, False))
             scope = scope.parent
         module = unit.module
         if name in module.aliases:
