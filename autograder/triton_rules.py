@@ -117,7 +117,8 @@ class TritonRules:
     number_builtins: tuple[str, ...] = NUMBER_BUILTINS
 
 
-HOST_RULE = "host code of a Triton task may allocate, reshape and launch; the arithmetic belongs in @triton.jit functions"
+HOST_RULE = ("host code of a Triton task may allocate, reshape and launch; the arithmetic belongs in @triton.jit "
+             "functions")
 KERNEL_RULE = ("a @triton.jit function may use Triton's language (triton.language), other @triton.jit functions, "
                "numbers and constants")
 
@@ -209,8 +210,8 @@ class _Unit:
     @property
     def scope(self) -> bool:
         """Does it hold local names (a function or lambda, not a module, class body or header)?"""
-        return isinstance(self.node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and not self.qualname.endswith(
-            "<header>")
+        functions = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+        return isinstance(self.node, functions) and not self.qualname.endswith("<header>")
 
 
 def _dotted(node: ast.AST) -> tuple[str, list[str]] | None:
@@ -270,10 +271,10 @@ class _Analysis:
         self.found: dict[tuple[str, int], Violation] = {}
         self.ranks: dict[tuple[str, int], int] = {}
         self.reporting = False
+        self.tasks = {f"{package}.{m}" for m in rule.modules}
 
     def violations(self) -> list[Violation]:
-        tasks = [self.modules[f"{self.package}.{m}"] for m in self.rule.modules
-                 if f"{self.package}.{m}" in self.modules]
+        tasks = [self.modules[name] for name in self.tasks if name in self.modules]
         if not tasks:
             return []
         self._reach(tasks)
@@ -489,8 +490,8 @@ class _Analysis:
                 found.append((names(node.target), node.value))
             elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
                 target, iterable = node.target, node.iter
-                if (isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name)
-                        and iterable.func.id == "enumerate" and isinstance(target, ast.Tuple) and len(target.elts) == 2):
+                if (isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) and iterable.func.id ==
+                        "enumerate" and isinstance(target, ast.Tuple) and len(target.elts) == 2):
                     found.append((names(target.elts[0]), None))  # the count is a number
                     target = target.elts[1]
                 found.append((names(target), iterable))
@@ -528,7 +529,21 @@ class _Analysis:
         if chain is None:
             return None
         kind = self._lookup(chain[0], unit)
-        return ".".join([kind[1], *chain[1]]) if kind[0] == "alias" else None
+        return self._canonical(".".join([kind[1], *chain[1]])) if kind[0] == "alias" else None
+
+    def _canonical(self, dotted: str) -> str:
+        """Through the package's modules to what they import: `flash_attention.reference.torch.matmul` is
+        `torch.matmul`."""
+        for _ in range(len(self.modules) + 1):
+            parts = dotted.split(".")
+            found = [n for n in range(len(parts), 0, -1) if ".".join(parts[:n]) in self.modules]
+            if not found:
+                return dotted
+            module, rest = self.modules[".".join(parts[:found[0]])], parts[found[0]:]
+            if not rest or rest[0] not in module.aliases or rest[0] in module.defs:
+                return dotted
+            dotted = ".".join([module.aliases[rest[0]], *rest[1:]])
+        return dotted
 
     def _in_package(self, dotted: str) -> bool:
         return dotted == self.package or dotted.startswith(self.package + ".")
@@ -654,7 +669,8 @@ class _Analysis:
 
     def _check(self, node: ast.AST, unit: _Unit) -> None:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
-            self._check_import(node, unit)
+            if unit.module.name in self.tasks or not isinstance(unit.node, ast.Module):
+                self._check_import(node, unit)  # another module's imports count where they are used
         elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
             self._check_name(node, unit)
         elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
@@ -709,9 +725,14 @@ class _Analysis:
         if dotted is None:
             self._check_attribute_name(node, node.attr, unit)
             return
-        if isinstance(_parent(node), ast.Attribute) or self._in_package(dotted):
+        if isinstance(_parent(node), ast.Attribute):
             return  # the outermost attribute of a chain is checked
         parts = dotted.split(".")
+        if self._in_package(dotted):
+            found = [n for n in range(len(parts), 0, -1) if ".".join(parts[:n]) in self.modules]
+            for attr in parts[found[0] + 1:] if found else ():  # after the package's function or name
+                self._check_attribute_name(node, attr, unit)
+            return
         allowed = [n for n in range(1, len(parts) + 1) if _matches(".".join(parts[:n]), self.rule.host_names)]
         if not allowed:
             self._hit(node, unit, f"uses `{dotted}`, which is not on the list host code may use")

@@ -151,6 +151,25 @@ def test_the_usual_host_idioms_break_no_rule(tmp_path):
     assert findings(tree_with(tmp_path, {"flash_triton.py": HONEST})) == []
 
 
+def test_other_modules_count_only_for_the_code_the_triton_module_uses(tmp_path):
+    """reference.py may import torch.nn.functional and use it in `attention`: flash_triton.py uses only its
+    input check. A helper module's function that flash_triton.py calls is held to the rules."""
+    reference = (SOLUTION / "reference.py").read_text().replace(
+        "import torch\n", "import torch\nimport torch.nn.functional as F\n").replace(
+        "return torch.softmax(scores, dim=-1) @ v", "return F.softmax(scores, dim=-1) @ v")
+    assert "F.softmax" in reference
+    assert findings(tree_with(tmp_path, {"reference.py": reference})) == []
+    triton = (SOLUTION / "flash_triton.py").read_text().replace(
+        "from flash_attention.reference import check_attention_inputs",
+        "from flash_attention.reference import attention, check_attention_inputs")
+    triton = triton.replace("    return o.reshape(q.shape), lse.reshape(q.shape[:-1])",
+                            "    o = attention(q, k, v, is_causal)\n"
+                            "    return o.reshape(q.shape), lse.reshape(q.shape[:-1])")
+    found = findings(tree_with(tmp_path / "uses", {"reference.py": reference, "flash_triton.py": triton}))
+    assert found and {v.file for v in found} == {"reference.py"}
+    assert any("torch.nn.functional.softmax" in v.message for v in found), [v.message for v in found]
+
+
 # ---- What is not --------------------------------------------------------------------------------------
 
 
@@ -191,6 +210,7 @@ SNIPPETS = {
     "helper given a tensor by keyword": ("def _scale(x=None):\n    return x * 2\n", "o = _scale(x=q)"),
     "helper used as a value": ("def _scale(x=None):\n    return x * 2\n", "fn = _scale\n    o = fn(q)"),
     "kernel called directly": ("", "_copy(q, q)"),
+    "torch through a package module": ("import flash_attention.reference as ref\n", "o = ref.torch.matmul(q, k)"),
     "torch in a kernel": ("@triton.jit\ndef _k(X):\n    torch.matmul(X, X)\n", "_k[(1,)](q)"),
     "interpreter internals in a kernel": ("@triton.jit\ndef _k(X):\n    tl.store(X, X.handle.data)\n", "_k[(1,)](q)"),
     "host function in a kernel": ("def _host(x):\n    return x\n\n\n@triton.jit\ndef _k(X):\n    _host(X)\n",
@@ -200,7 +220,8 @@ SNIPPETS = {
 WORDS = {"sum of tensors": "sum(", "float of a tensor": "float(", "negation": "-q", "comparison": "compares",
          "in-place arithmetic": "o += q", "matmul operator on anything": "(`@`)", "dunder": "__class__",
          "lambda that escapes": "a * b", "helper given a tensor by keyword": "x * 2",
-         "helper used as a value": "x * 2", "kernel called directly": "directly", "torch in a kernel": "torch.matmul",
+         "helper used as a value": "x * 2", "kernel called directly": "directly",
+         "torch through a package module": "torch.matmul", "torch in a kernel": "torch.matmul",
          "interpreter internals in a kernel": ".data", "host function in a kernel": "not a @triton.jit function"}
 SNIPPET_MODULE = '''
 import kernels  # noqa: F401
