@@ -139,7 +139,15 @@ def scan(package_root: Path, package: str, rules: list[TritonRules]) -> list[Vio
         modules[name] = _Module(name, rel.as_posix(), tree, rel.stem == "__init__")
     found = []
     for rule in rules:
-        found += _Analysis(rule, modules, package).violations()
+        try:
+            found += _Analysis(rule, modules, package).violations()
+        except (RecursionError, MemoryError, ValueError, TypeError, AttributeError, KeyError) as exc:
+            # Code this analysis cannot follow: the rule cannot vouch for it, so it holds no Triton point.
+            file = f"{rule.modules[0]}.py"
+            found.append(Violation(rule.name, file, 0, "", rule.modules, (
+                f"{file}: the grader could not analyse this code ({type(exc).__name__}: {str(exc)[:200]}), so it "
+                f"cannot tell that the Triton kernels computed the results; simplify it, and if it is plain code, "
+                f"tell the course staff (see the handout {rule.section})")))
     return found
 
 

@@ -302,3 +302,11 @@ def test_the_grader_fails_every_triton_test_of_the_dispatch_bypass(tmp_path):
     assert [t.name for t in triton_tests if t.points] == []
     for test in triton_tests:
         assert test.status == "failed" and "torch.utils._python_dispatch" in test.message, (test.name, test.message)
+
+
+def test_code_the_analysis_cannot_follow_holds_no_triton_point(tmp_path):
+    """An expression too deep for the analysis is not waved through: it fails the Triton tasks, saying why."""
+    text = (SOLUTION / "flash_triton.py").read_text() + "\n\ndef _deep(q):\n    return q" + ".reshape(-1)" * 600 + "\n"
+    found = findings(tree_with(tmp_path, {"flash_triton.py": text}))
+    assert len(found) == 1 and "could not analyse" in found[0].message
+    assert blocked(found, FORWARD) == found
