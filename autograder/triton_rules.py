@@ -19,11 +19,13 @@ here and never imported. A Triton task's module (and the package code it uses) s
   name, `eval`, `exec`, `__import__`, `globals()` ...).
 
 What is a tensor is found by a small data-flow analysis: the rule names each entry point's tensor
-parameters (`flash_forward_triton`: q, k, v); a parameter of another function is a tensor when a call
-passes one (or when the function escapes as a value, unknown callers: then every parameter is); a
-name is one when anything assigned to it may be; an allocation, a view or a cast of one is one; a
-shape, a stride, a dtype or a length is a number. Flow-insensitive and conservative: a name that
-holds a tensor anywhere in a function is a tensor everywhere in it.
+parameters (`flash_forward_triton`: q, k, v; `FlashAttentionTriton.forward`: ctx, q, k, v), in any
+module of the package; a parameter is also a tensor when a call passes one (`Cls.apply(...)` calls
+`Cls.forward`), and every parameter of a function that escapes as a value (unknown callers) or of a
+method outside the contract is one; a name is one when anything assigned to it may be; an
+allocation, a view or a cast of one is one; a shape, a stride, a dtype or a length is a number.
+Flow-insensitive and conservative: a name that holds a tensor anywhere in a function is a tensor
+everywhere in it. Code the analysis cannot follow (too deep) fails the rule with a message.
 
 The allowlists are data (`TritonRules`), one set per task, so the next Triton assignment states its
 own entry points and reuses the rest.
@@ -407,10 +409,9 @@ class _Analysis:
         return self._add(unit)
 
     def _contract(self, unit: _Unit, escaping: bool) -> None:
-        """An entry point's tensor parameters come from the rule; a method that is not one escapes."""
+        """An entry point's tensor parameters come from the rule (at least those: calls may add others);
+        a method that is not one escapes. The contract's names hold in every module of the package."""
         tensors = self.rule.tensors.get(unit.qualname)
-        if unit.module.name not in {f"{self.package}.{m}" for m in self.rule.modules}:
-            tensors = None
         if tensors is not None:
             unit.params.update({name: True for name in unit.params if name in tensors})
         elif escaping:
@@ -630,11 +631,16 @@ class _Analysis:
 
     def _call_sites(self, node: ast.Call, unit: _Unit) -> None:
         """A call passes its arguments' taint on to the callee's parameters."""
-        callee = self._function(node.func, unit)
+        callee, names = self._function(node.func, unit), None
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "apply":  # an autograd Function's
+            owner = self._function(node.func.value, unit)
+            if owner is not None and isinstance(owner.node, ast.ClassDef):
+                callee = self.by_def.get((owner.module.name, f"{owner.qualname}.forward"))
+                names = [a.arg for a in callee.node.args.args[1:]] if callee is not None else None
         if callee is None or callee.kernel or isinstance(callee.node, ast.ClassDef):
             return
         args = callee.node.args
-        names = [a.arg for a in args.posonlyargs + args.args]
+        names = names if names is not None else [a.arg for a in args.posonlyargs + args.args]
         for position, arg in enumerate(node.args):
             if isinstance(arg, ast.Starred):
                 if self._taint(arg.value, unit):

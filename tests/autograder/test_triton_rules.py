@@ -61,7 +61,7 @@ def findings(tree: Path) -> list:
 # ---- What is allowed --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["solution", "stubs", "atomic_dq"])
+@pytest.mark.parametrize("name", ["solution", "stubs", "atomic_dq", "kernels_module"])
 def test_the_reference_the_stubs_and_a_correct_alternative_break_no_rule(tmp_path, name):
     if name == "solution":
         package = SOLUTION
@@ -306,7 +306,29 @@ def test_the_grader_fails_every_triton_test_of_the_dispatch_bypass(tmp_path):
 
 def test_code_the_analysis_cannot_follow_holds_no_triton_point(tmp_path):
     """An expression too deep for the analysis is not waved through: it fails the Triton tasks, saying why."""
-    text = (SOLUTION / "flash_triton.py").read_text() + "\n\ndef _deep(q):\n    return q" + ".reshape(-1)" * 600 + "\n"
+    text = (SOLUTION / "flash_triton.py").read_text()
+    text += "\n\ndef _deep(q):\n    return q" + ".reshape(-1)" * 600 + "\n"
     found = findings(tree_with(tmp_path, {"flash_triton.py": text}))
     assert len(found) == 1 and "could not analyse" in found[0].message
     assert blocked(found, FORWARD) == found
+
+
+def test_a_tensor_given_to_apply_reaches_the_forward(tmp_path):
+    """FlashAttentionTriton.apply called with a tensor for is_causal: the forward's flag may be a tensor,
+    and a tl.constexpr argument made from it is found."""
+    text = (SOLUTION / "flash_triton.py").read_text()
+    text += "\n\ndef _sneaky(q, k, v):\n    return FlashAttentionTriton.apply(q, k, v, q)\n"
+    text = text.replace("return o.reshape(q.shape), lse.reshape(q.shape[:-1])",
+                        "_sneaky(q, k, v)\n    return o.reshape(q.shape), lse.reshape(q.shape[:-1])")
+    found = findings(tree_with(tmp_path, {"flash_triton.py": text}))
+    assert any("tl.constexpr argument IS_CAUSAL" in v.message for v in found), [v.message for v in found]
+
+
+def test_the_alternative_with_a_kernels_module_passes_the_triton_tests(tmp_path):
+    """kernels_module, which the rules accept, is also right: every public and hidden Triton test passes."""
+    from tests.autograder.test_suites_flash_attention import not_passed, outcomes
+
+    tree = tree_with(tmp_path, folder(ALTERNATIVES / "kernels_module"))
+    found = outcomes(tree, tmp_path, "tests/flash_attention/test_flash_triton.py",
+                     "autograder/suites/flash_attention/test_flash_triton.py")
+    assert not_passed(found) == {} and len(found) >= 10
