@@ -84,20 +84,23 @@ HOST_NAMES = TENSOR_MAKERS + (
     "torch.float8_e5m2", "torch.finfo", "torch.iinfo", "torch.is_tensor", "torch.is_floating_point",
     "torch.no_grad", "torch.enable_grad", "torch.autograd.Function", "torch.autograd.function.once_differentiable",
     "torch.cuda.is_available", "torch.cuda.device", "torch.cuda.current_device", "torch.cuda.set_device",
-    "torch.cuda.get_device_capability", "torch.cuda.device_count",
+    "torch.cuda.get_device_capability", "torch.cuda.device_count", "torch.cuda.synchronize",
+    "torch.amp.custom_fwd", "torch.amp.custom_bwd", "torch.cuda.amp.custom_fwd", "torch.cuda.amp.custom_bwd",
+    "torch.is_grad_enabled", "torch.get_default_dtype", "torch.promote_types", "torch.contiguous_format",
+    "torch.preserve_format", "torch.strided",
     "triton.jit", "triton.autotune", "triton.Config", "triton.heuristics", "triton.cdiv", "triton.next_power_of_2",
     "triton.language.constexpr", "triton.language.float32", "triton.language.float16", "triton.language.bfloat16",
     "triton.language.float64", "triton.language.int32", "triton.language.int64", "triton.language.int8",
     "triton.language.int1", "triton.language.dtype",
     "math.*", "typing.*", "__future__.*", "dataclasses.*", "functools.lru_cache", "functools.cache",
     "functools.partial", "kernels.device.interpreted", "kernels.device.has_cuda", "kernels.device.default_device",
-    "kernels.device.triton_available",
+    "kernels.device.triton_available", "warnings.warn", "os.environ", "os.getenv",
 )
 NUMBER_NAMES = ("math.*", "triton.cdiv", "triton.next_power_of_2")
 KERNEL_NAMES = ("triton.language.*", "triton.cdiv", "triton.next_power_of_2", "triton.jit", "math.e", "math.pi",
                 "math.inf", "math.log2", "math.log", "math.sqrt")
 IMPORTS = ("torch", "triton", "triton.language", "math", "typing", "__future__", "dataclasses", "functools",
-           "kernels", "kernels.device")
+           "warnings", "os", "kernels", "kernels.device")
 
 
 @dataclass(frozen=True)

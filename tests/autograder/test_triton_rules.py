@@ -76,6 +76,8 @@ HONEST = '''
 from __future__ import annotations
 
 import math
+import os
+import warnings
 from typing import Optional
 
 import kernels  # noqa: F401
@@ -120,6 +122,8 @@ def flash_forward_triton(q, k, v, is_causal=False, q_tile=None, k_tile=None):
         return (triton.cdiv(n_queries, meta["BLOCK_M"]), batch)
 
     _kernel[other_grid](q3, o, n_queries, scale, HEAD_DIM=head_dim, BLOCK_M=max(16, triton.next_power_of_2(n_queries)))
+    if os.environ.get("LOUD"):
+        warnings.warn(f"d = {head_dim}")
     if q.dtype in (torch.float16, torch.bfloat16) and not interpreted():
         o = o.to(q.dtype)
     for i, x in enumerate((q, k, v)):
@@ -130,6 +134,7 @@ def flash_forward_triton(q, k, v, is_causal=False, q_tile=None, k_tile=None):
 
 class FlashAttentionTriton(torch.autograd.Function):
     @staticmethod
+    @torch.amp.custom_fwd(device_type="cuda")
     def forward(ctx, q, k, v, is_causal=False):
         o, lse = flash_forward_triton(q, k, v, is_causal)
         ctx.save_for_backward(q, k, v, o, lse)
