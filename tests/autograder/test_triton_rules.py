@@ -54,6 +54,13 @@ def folder(path: Path) -> dict[str, str]:
     return {p.name: p.read_text() for p in sorted(path.glob("*.py"))}
 
 
+def kernels_module() -> dict[str, str]:
+    """The kernels_module alternative: its flash_triton.py, and the reference's (markers dropped) as _kernels.py."""
+    reference = "".join(line for line in (SOLUTION / "flash_triton.py").read_text().splitlines(keepends=True)
+                        if line.strip() not in ("### BEGIN SOLUTION", "### END SOLUTION"))
+    return {**folder(ALTERNATIVES / "kernels_module"), "_kernels.py": reference}
+
+
 def findings(tree: Path) -> list:
     return scan(tree / "flash_attention", "flash_attention", TRITON_RULES)
 
@@ -68,7 +75,8 @@ def test_the_reference_the_stubs_and_a_correct_alternative_break_no_rule(tmp_pat
     elif name == "stubs":
         package = ROOT / "assignments" / "flash_attention"
     else:
-        package = tree_with(tmp_path, folder(ALTERNATIVES / name)) / "flash_attention"
+        modules = kernels_module() if name == "kernels_module" else folder(ALTERNATIVES / name)
+        package = tree_with(tmp_path, modules) / "flash_attention"
     assert scan(package, "flash_attention", TRITON_RULES) == []
 
 
@@ -330,10 +338,9 @@ def test_a_tensor_given_to_apply_reaches_the_forward(tmp_path):
 
 
 def test_the_alternative_with_a_kernels_module_passes_the_triton_tests(tmp_path):
-    """kernels_module, which the rules accept, is also right: every public and hidden Triton test passes."""
+    """kernels_module, which the rules accept, is also right: every hidden Triton test that runs on a CPU passes."""
     from tests.autograder.test_suites_flash_attention import not_passed, outcomes
 
-    tree = tree_with(tmp_path, folder(ALTERNATIVES / "kernels_module"))
-    found = outcomes(tree, tmp_path, "tests/flash_attention/test_flash_triton.py",
-                     "autograder/suites/flash_attention/test_flash_triton.py")
-    assert not_passed(found) == {} and len(found) >= 10
+    tree = tree_with(tmp_path, kernels_module())
+    found = outcomes(tree, tmp_path, "autograder/suites/flash_attention/test_flash_triton.py")
+    assert not_passed(found) == {} and len(found) >= 5

@@ -1,4 +1,5 @@
-"""FlashAttention in Triton with the host side apart: the kernels (and the backward) live in _kernels.py.
+"""FlashAttention in Triton with the host side apart: the kernels (and the backward) live in _kernels.py
+(the reference's flash_triton.py, written there by the tests).
 
 Another correct way to write the host code: tiles checked by a helper of its own, the leading dims
 unpacked with a starred assignment, a grid computed by a lambda from the meta-parameters, the lse
