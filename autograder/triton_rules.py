@@ -83,6 +83,7 @@ HOST_NAMES = TENSOR_MAKERS + (
     "torch.int64", "torch.long", "torch.int", "torch.uint8", "torch.bool", "torch.float8_e4m3fn",
     "torch.float8_e5m2", "torch.finfo", "torch.iinfo", "torch.is_tensor", "torch.is_floating_point",
     "torch.no_grad", "torch.enable_grad", "torch.autograd.Function", "torch.autograd.function.once_differentiable",
+    "torch.autograd.function.FunctionCtx", "torch.cuda.get_device_properties",
     "torch.cuda.is_available", "torch.cuda.device", "torch.cuda.current_device", "torch.cuda.set_device",
     "torch.cuda.get_device_capability", "torch.cuda.device_count", "torch.cuda.synchronize",
     "torch.amp.custom_fwd", "torch.amp.custom_bwd", "torch.cuda.amp.custom_fwd", "torch.cuda.amp.custom_bwd",

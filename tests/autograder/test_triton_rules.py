@@ -130,6 +130,9 @@ def flash_forward_triton(q, k, v, is_causal=False, q_tile=None, k_tile=None):
         return (triton.cdiv(n_queries, meta["BLOCK_M"]), batch)
 
     _kernel[other_grid](q3, o, n_queries, scale, HEAD_DIM=head_dim, BLOCK_M=max(16, triton.next_power_of_2(n_queries)))
+    if q.dim() == 4:
+        b, h, n, d = q.shape
+        _kernel[(triton.cdiv(n, BLOCK), b * h)](q3, o, q.stride(0), scale, HEAD_DIM=d, BLOCK_M=BLOCK, num_warps=4)
     if os.environ.get("LOUD"):
         warnings.warn(f"d = {head_dim}")
     if q.dtype in (torch.float16, torch.bfloat16) and not interpreted():
@@ -143,10 +146,11 @@ def flash_forward_triton(q, k, v, is_causal=False, q_tile=None, k_tile=None):
 class FlashAttentionTriton(torch.autograd.Function):
     @staticmethod
     @torch.amp.custom_fwd(device_type="cuda")
-    def forward(ctx, q, k, v, is_causal=False):
+    def forward(ctx: torch.autograd.function.FunctionCtx, q, k, v, is_causal=False):
         o, lse = flash_forward_triton(q, k, v, is_causal)
         ctx.save_for_backward(q, k, v, o, lse)
         ctx.causal = bool(is_causal)
+        ctx.mark_non_differentiable(lse)
         ctx.scale = 1 / math.sqrt(q.shape[-1])
         return o
 
