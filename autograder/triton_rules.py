@@ -68,7 +68,7 @@ NUMBER_BUILTINS = ("range", "int", "float", "min", "max", "abs", "round", "divmo
                    "all")
 # Builtins whose result is a number whatever they are given.
 NUMBER_RESULTS = ("isinstance", "issubclass", "type", "len", "hasattr", "callable")
-KERNEL_BUILTINS = ("range", "int", "float", "bool", "min", "max", "len", "isinstance", "print", "tuple",
+KERNEL_BUILTINS = ("range", "int", "float", "bool", "min", "max", "abs", "len", "isinstance", "print", "tuple",
                    "ValueError", "AssertionError", "NotImplementedError")
 # Attributes that would leave Triton's language inside a kernel (the interpreter's numpy arrays).
 KERNEL_DENIED = ("handle", "data", "value", "numpy", "tolist", "item", "cpu", "storage", "untyped_storage")
@@ -270,6 +270,14 @@ def _is_grid(node: ast.AST) -> bool:
     return isinstance(parent, ast.Subscript) and parent.slice is node and _is_call_of(parent)
 
 
+def _in_decorator(node: ast.AST) -> bool:
+    """Inside a decorator (`@triton.heuristics({"EVEN": lambda args: ...})`: Triton calls it with numbers)."""
+    child, parent = node, _parent(node)
+    while parent is not None and not isinstance(parent, _DEFS):
+        child, parent = parent, _parent(parent)
+    return parent is not None and any(child is d for d in parent.decorator_list)
+
+
 # --- The analysis --------------------------------------------------------------------------------
 
 class _Analysis:
@@ -447,7 +455,8 @@ class _Analysis:
             unit.returns = unit.returns or self._taint(unit.node.body, unit)
         for node in self._walk(unit.statements):
             if isinstance(node, ast.Lambda):
-                if not isinstance(_parent(node), ast.Assign) and not _is_grid(node) and not unit.kernel:
+                bound = isinstance(_parent(node), ast.Assign) or _is_grid(node) or _in_decorator(node)
+                if not bound and not unit.kernel:
                     node._unit.escapes = True  # type: ignore[attr-defined]
                 continue
             if isinstance(node, ast.Return) and node.value is not None:

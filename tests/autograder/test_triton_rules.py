@@ -100,9 +100,11 @@ BLOCK = 32
 LOG2E = 1.4426950408889634
 
 
+@triton.heuristics({"EVEN": lambda args: args["n"] % args["BLOCK_M"] == 0})
 @triton.jit
-def _kernel(Q, O, n, scale, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
+def _kernel(Q, O, n, scale, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, EVEN: tl.constexpr = False):
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    scale = abs(scale) * math.log2(math.e)
     x = tl.load(Q + rows, mask=rows < n, other=0.0)
     tl.store(O + rows, tl.exp(x * scale).to(O.dtype.element_ty), mask=rows < n)
 
