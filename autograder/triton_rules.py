@@ -17,6 +17,9 @@ here and never imported. A Triton task's module (and the package code it uses) s
   a tensor, no module outside an allowlist (numpy, importlib, ctypes, sys, operator ...), no dunder
   attributes (`__class__`, `__dict__` ...), and no names built at run time (`getattr` with a computed
   name, `eval`, `exec`, `__import__`, `globals()` ...).
+- *every module of the package* (the worker imports them all in one process): nothing that changes
+  another module at run time (assignments into a package module, sys.modules, importlib, gc,
+  inspect, builtins, setattr, a string naming the task's module).
 
 What is a tensor is found by a small data-flow analysis: the rule names each entry point's tensor
 parameters (`flash_forward_triton`: q, k, v; `FlashAttentionTriton.forward`: ctx, q, k, v), in any
@@ -100,6 +103,9 @@ HOST_NAMES = TENSOR_MAKERS + (
 NUMBER_NAMES = ("math.*", "triton.cdiv", "triton.next_power_of_2")
 KERNEL_NAMES = ("triton.language.*", "triton.cdiv", "triton.next_power_of_2", "triton.jit", "math.e", "math.pi",
                 "math.inf", "math.log2", "math.log", "math.sqrt")
+# What changes other modules at run time: forbidden in every module of a package with a Triton task.
+PATCHERS = ("sys.modules", "importlib", "importlib.*", "builtins", "builtins.*", "gc", "gc.*", "inspect",
+            "inspect.*")
 IMPORTS = ("torch", "triton", "triton.language", "math", "typing", "__future__", "dataclasses", "functools",
            "warnings", "os", "kernels", "kernels.device")
 
@@ -299,7 +305,7 @@ class _Analysis:
         tasks = [self.modules[name] for name in self.tasks if name in self.modules]
         if not tasks:
             return []
-        self._reach(tasks)
+        self._reach(tasks + self._packages_of(tasks))
         for _ in range(30):  # taint only grows: a fixpoint in a few rounds
             before = self._state()
             for unit in self.units:
@@ -309,7 +315,48 @@ class _Analysis:
         self.reporting = True
         for unit in self.units:
             self._evaluate(unit)
+        for module in self.modules.values():
+            self._patching(module)
         return sorted(self.found.values(), key=lambda v: (v.file, v.line))
+
+    def _packages_of(self, tasks: list[_Module]) -> list[_Module]:
+        """The packages' __init__ modules that importing a task module runs first."""
+        names = {".".join(m.name.split(".")[:n]) for m in tasks for n in range(1, m.name.count(".") + 1)}
+        return [self.modules[name] for name in sorted(names) if name in self.modules]
+
+    def _patching(self, module: _Module) -> None:
+        """Any module of the package (the worker imports them all, in one process) may not change another
+        module at run time: no assignment into a package module, no sys.modules, importlib, gc, inspect
+        or builtins, no string naming a Triton task's module (docstrings aside)."""
+        docstrings = {id(n.value) for n in ast.walk(module.tree) if isinstance(n, ast.Expr)}
+        stems = {(m.rpartition(".")[2], m) for m in self.tasks}
+        for node in ast.walk(module.tree):
+            why = ""
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [
+                    module.absolute(node.module, node.level)]
+                why = next((f"imports `{n}`" for n in names if _matches(n, PATCHERS)), "")
+            elif isinstance(node, ast.Attribute):
+                chain = _dotted(node)
+                dotted = ".".join([module.aliases[chain[0]], *chain[1]]) if chain and chain[0] in module.aliases else ""
+                if not isinstance(node.ctx, ast.Load) and dotted.rpartition(".")[0] in self.modules:
+                    why = f"changes `{dotted}`, a module of the package"
+                elif dotted and _matches(dotted, PATCHERS) and not isinstance(_parent(node), ast.Attribute):
+                    why = f"uses `{dotted}`"
+            elif isinstance(node, ast.Name) and node.id in ("__import__", "setattr", "delattr", "globals", "vars"):
+                why = f"uses `{node.id}`"
+            elif (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+                  and module.name not in self.tasks
+                  and any(node.value.strip() in (stem, task) or task in node.value for stem, task in stems)):
+                why = "names a Triton task's module in a string"
+            if why and (module.file, node.lineno) not in self.found:
+                text = " ".join(ast.unparse(node).split())[:80]
+                self.found[(module.file, node.lineno)] = Violation(
+                    self.rule.name, module.file, node.lineno, text, self.rule.modules,
+                    f"{module.file} line {node.lineno}: `{text}` {why} (no module of the package may change "
+                    f"another while the tests run: the Triton tasks must run their own code; see the handout "
+                    f"{self.rule.section})")
+                self.ranks[(module.file, node.lineno)] = 0
 
     def _state(self):
         return ([sorted(u.env.items()) for u in self.units], [sorted(u.params.items()) for u in self.units],
@@ -342,8 +389,10 @@ class _Analysis:
             if isinstance(node, ast.Name) and node.id in module.defs:
                 found.append((module, node.id))
             chain = _dotted(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
-            if chain and chain[0] in module.aliases:
-                found += self._package_target(".".join([module.aliases[chain[0]], *chain[1]]))
+            if chain and chain[0] in module.aliases and not isinstance(_parent(node), ast.Attribute):
+                # a module used as a value (not `mod.fn`) can reach all of it
+                whole = not chain[1] and not isinstance(_parent(node), (ast.Import, ast.ImportFrom, ast.alias))
+                found += self._package_target(".".join([module.aliases[chain[0]], *chain[1]]), whole)
             if isinstance(node, ast.Import):
                 found += [(self.modules[a.name], None) for a in node.names if a.name in self.modules]
             elif isinstance(node, ast.ImportFrom):
@@ -352,7 +401,8 @@ class _Analysis:
                 found += [t for a in node.names for t in self._package_target(f"{base}.{a.name}")]
         return found
 
-    def _package_target(self, dotted: str) -> list[tuple[_Module, str | None]]:
+    def _package_target(self, dotted: str, whole: bool = False) -> list[tuple[_Module, str | None]]:
+        """What a dotted name runs: a module's top level, and the definition it names (all, with `whole`)."""
         parts = dotted.split(".")
         for n in range(len(parts), 0, -1):
             module = self.modules.get(".".join(parts[:n]))
@@ -360,7 +410,7 @@ class _Analysis:
                 rest = parts[n:]
                 if rest and rest[0] in module.defs:
                     return [(module, None), (module, rest[0])]
-                return [(module, None)] + ([(module, d) for d in module.defs] if not rest else [])
+                return [(module, None)] + ([(module, d) for d in module.defs] if whole and not rest else [])
         return []
 
     def _add(self, unit: _Unit) -> _Unit:

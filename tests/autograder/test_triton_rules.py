@@ -350,3 +350,31 @@ def test_the_alternative_with_a_kernels_module_passes_the_triton_tests(tmp_path)
     tree = tree_with(tmp_path, kernels_module())
     found = outcomes(tree, tmp_path, "autograder/suites/flash_attention/test_flash_triton.py")
     assert not_passed(found) == {} and len(found) >= 5
+
+
+PATCHES = {
+    "__init__.py": "from flash_attention import flash_triton, flash_pytorch\n\n"
+                   "flash_triton.flash_forward_triton = flash_pytorch.flash_forward_pytorch\n",
+    "flash_pytorch.py": "import sys\n\nsys.modules['flash_attention.flash_triton'].flash_forward_triton = None\n",
+    "analysis.py": "import importlib\n\nimportlib.import_module('flash_attention.' + 'flash_triton')\n",
+    "reference.py": "import gc\n\nTARGET = 'flash_triton'\n",
+}
+
+
+@pytest.mark.parametrize("file", sorted(PATCHES))
+def test_no_module_of_the_package_may_patch_the_triton_module(tmp_path, file):
+    """The worker imports every module of the package in one process: flash_pytorch.py (or __init__.py, or
+    any other) replacing flash_triton's functions at import time would slip past rules that read
+    flash_triton.py alone. Such patching fails the Triton tasks wherever it is."""
+    text = (SOLUTION / file).read_text() + "\n" + PATCHES[file] if (SOLUTION / file).exists() else PATCHES[file]
+    found = findings(tree_with(tmp_path, {file: text}))
+    assert [v for v in found if v.file == file], [v.message for v in found]
+    assert blocked(found, FORWARD) == found
+
+
+def test_an_init_that_reexports_the_modules_breaks_no_rule(tmp_path):
+    """`from . import flash_pytorch, flash_triton` in __init__.py runs flash_pytorch's top level only: its
+    torch functions are not host code of the Triton task."""
+    init = ("from . import analysis, flash_pytorch, flash_triton, reference\n"
+            "from .flash_triton import FlashAttentionTriton\n")
+    assert findings(tree_with(tmp_path, {"__init__.py": init})) == []
