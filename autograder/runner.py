@@ -34,7 +34,7 @@ from pathlib import Path
 import pytest
 
 import kernels  # noqa: F401  (Triton's mode, before anything else)
-from autograder import checks
+from autograder import checks, triton_rules
 from autograder.results import GradeReport
 from autograder.sandbox import policy, staging
 from autograder.sandbox.process import RemoteStudent, Worker
@@ -51,9 +51,10 @@ def known_assignments() -> list[str]:
     return impl.packages(SOLUTIONS)
 
 
-def rules_of(assignment: str) -> list:
+def rules_of(assignment: str, kind: str = "RULES") -> list:
+    """The suite's static rules: RULES (checks.Rule) or TRITON_RULES (triton_rules.TritonRules)."""
     try:
-        return list(importlib.import_module(f"autograder.suites.{assignment}.rules").RULES)
+        return list(getattr(importlib.import_module(f"autograder.suites.{assignment}.rules"), kind, []))
     except ModuleNotFoundError:
         return []
 
@@ -89,9 +90,13 @@ class GraderPlugin:
 
 
 def scan(submission, assignments: list[str]) -> list:
-    """Every copied package is read (an import of the other one is followed); the graded ones' rules apply."""
+    """Every copied package is read (an import of the other one is followed); the graded ones' rules apply,
+    and the Triton host-code rules of the graded Triton tasks."""
     folders = {name: submission.root / name for name in submission.packages}
-    return checks.scan_packages(folders, {name: rules_of(name) for name in assignments if name in folders})
+    found = checks.scan_packages(folders, {name: rules_of(name) for name in assignments if name in folders})
+    for name in (a for a in assignments if a in folders):
+        found += triton_rules.scan(folders[name], name, rules_of(name, "TRITON_RULES"))
+    return found
 
 
 def protections_for(timeout: float, sandbox: str) -> tuple[policy.Protections, bool]:

@@ -5,6 +5,7 @@ torch.logsumexp, ...), not only the two the handout names: any of them needs the
 """
 
 from autograder.checks import Rule
+from autograder.triton_rules import TritonRules
 
 RULES: list[Rule] = [
     Rule(
@@ -38,5 +39,21 @@ RULES: list[Rule] = [
         modules=("flash_triton",),
         required=("triton.jit",),
         reason="flash_triton must compute with Triton kernels (@triton.jit); see the handout §8",
+    ),
+]
+
+# flash_triton's host code and kernels (autograder.triton_rules): the host allocates, reshapes and launches;
+# the attention's arithmetic is in @triton.jit functions. The entry points' tensor parameters:
+TRITON_RULES: list[TritonRules] = [
+    TritonRules(
+        name="triton computes",
+        modules=("flash_triton",),
+        tensors={
+            "flash_forward_triton": ("q", "k", "v"),
+            "flash_backward_triton": ("q", "k", "v", "o", "lse", "do"),
+            "FlashAttentionTriton.forward": ("ctx", "q", "k", "v"),
+            "FlashAttentionTriton.backward": ("ctx", "do"),
+        },
+        section="§8",
     ),
 ]

@@ -5,11 +5,15 @@ inside their bodies and return only wire types. Inputs arrive as CPU tensors (or
 large ones) and results go back on the CPU. Each one reports what it observed, never a verdict: the
 tests compare it with values computed on the trusted side.
 
-Two observers are used besides the results themselves:
+Three observers are used besides the results themselves:
 - `_AtenOps`, a dispatch mode that records every aten op run inside a block and the FLOPs of its
   matrix products (mm, bmm, addmm, baddbmm, the ops every torch matmul, `@` and einsum end in,
   except an einsum whose contracted size is 1: an elementwise multiply);
+- `_dots_per_program`, the `tl.dot` calls of each program of each kernel launched under Triton's
+  interpreter (which runs the programs one after another in Python);
 - `kernels.launches.record_launches` (Triton kernels launched) and `kernels.memory.MemoryTracker`.
+All of it is what the student's code let the worker see: the grader may take points away for what
+they show (masking instead of skipping), never give points for it alone.
 """
 
 from contextlib import contextmanager
@@ -43,6 +47,49 @@ class _AtenOps(TorchDispatchMode):
     def attention_ops(self) -> list[str]:
         """The ops seen that do attention's arithmetic (matmuls, softmax, sdpa), once each."""
         return sorted({n for n in self.names if n in _ATTENTION_OPS or "scaled_dot_product" in n})
+
+
+@contextmanager
+def _dots_per_program():
+    """Under Triton's interpreter, record each kernel launch in the block as {"grid": [x, y, z], "dots":
+    [[x, y, z, tl.dot calls], ...]} (programs without a dot left out). Yields None when kernels are
+    compiled (on a GPU), where nothing can be counted this way.
+
+    How: the interpreter sets the grid of a launch (`set_grid_dim`), then runs each program after
+    `set_grid_idx`, and every `tl.dot` ends in its builder's `create_dot`: both are wrapped on the
+    builder's class and restored on exit.
+    """
+    from kernels.device import interpreted
+
+    if not interpreted():
+        yield None
+        return
+    from triton.runtime import interpreter
+
+    builder = interpreter.InterpreterBuilder
+    originals = {name: builder.__dict__[name] for name in ("set_grid_dim", "create_dot")}
+    launches: list[dict] = []
+    counts: list[dict] = []
+
+    def set_grid_dim(self, *grid):
+        launches.append({"grid": [int(g) for g in grid], "dots": []})
+        counts.append({})
+        return originals["set_grid_dim"](self, *grid)
+
+    def create_dot(self, *args, **kwargs):
+        if counts:
+            program = tuple(int(i) for i in self.grid_idx)
+            counts[-1][program] = counts[-1].get(program, 0) + 1
+        return originals["create_dot"](self, *args, **kwargs)
+
+    builder.set_grid_dim, builder.create_dot = set_grid_dim, create_dot
+    try:
+        yield launches
+    finally:
+        for name, original in originals.items():
+            setattr(builder, name, original)
+        for launch, found in zip(launches, counts):
+            launch["dots"] = [[*program, n] for program, n in sorted(found.items())]
 
 
 @contextmanager
@@ -145,6 +192,22 @@ def triton_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal:
         o, lse = flash_forward_triton(q, k, v, is_causal=is_causal, q_tile=q_tile, k_tile=k_tile)
     o, lse = _cpu(o, lse)
     return {"o": o, "lse": lse, "launches": list(launches.names), "torch_ops": ops.attention_ops()}
+
+
+def triton_forward_dots(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_tile: int, k_tile: int,
+                        device: str) -> dict:
+    """flash_forward_triton without and with the causal mask: for each ("full", "causal"), o, lse and the
+    launches with their tl.dot calls per program (`_dots_per_program`; None when not interpreted)."""
+    from flash_attention.flash_triton import flash_forward_triton
+
+    q, k, v = _on(device, q, k, v)
+    found = {}
+    for mode, is_causal in (("full", False), ("causal", True)):
+        with _dots_per_program() as launches:
+            o, lse = flash_forward_triton(q, k, v, is_causal=is_causal, q_tile=q_tile, k_tile=k_tile)
+        o, lse = _cpu(o, lse)
+        found[mode] = {"o": o, "lse": lse, "launches": launches}
+    return found
 
 
 def triton_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor,

@@ -1,9 +1,12 @@
 """Hidden: flash_triton.py in float32 at tiny random shapes (the interpreter on a CPU), and on a GPU in bf16
 and fp16 and for speed.
 
-Every correctness scenario also reports the Triton kernels it launched (kernels.launches) and the torch
-ops that do attention's arithmetic it ran (matmuls, softmax, sdpa: a dispatch mode records them), so a
-right answer counts only when a Triton kernel computed it.
+That a Triton kernel computed a result rests on the static rules of Triton tasks, which the grader
+applies to the source before any test runs (autograder/triton_rules.py, the suite's TRITON_RULES: host
+code allocates, reshapes and launches; the arithmetic is in @triton.jit functions): a submission that
+breaks them fails every test of flash_triton. What the worker reports besides the results (the Triton
+kernels launched, the torch attention ops recorded, the tl.dot calls per program under the
+interpreter) is said by the student's code: it can only take points away, never earn them alone.
 
 Speed is measured here, never in the worker: the grader's clock times a whole call that runs the
 student's function on `ITERATIONS` fresh inputs (drawn from seeds both sides can reproduce) and
@@ -28,6 +31,7 @@ TINY = dict(lengths=(1, 48), head_dims=(16, 24, 32), lead_sizes=(1, 2))
 
 
 def assert_triton_did_it(what: str, launches: list, torch_ops: list) -> None:
+    """The worker's own account: a kernel launched, no torch attention op. Necessary, not sufficient."""
     assert launches, f"{what}: no Triton kernel was launched (kernels.launches saw none)"
     assert not torch_ops, f"{what}: torch ran attention arithmetic ({', '.join(torch_ops)}); it must be Triton's"
 
@@ -96,6 +100,57 @@ def test_triton_autograd_function_takes_an_expanded_gradient(student, trusted, r
     ones = torch.ones_like(x["do"])
     for name, want in zip(("dq", "dk", "dv"), trusted.gradients64(x["q"], x["k"], x["v"], ones, case.is_causal)):
         trusted.assert_close(f"{name} of o.sum() ({case})", got[name], want, torch.float32, trusted.fp32)
+
+
+def tiles_at_or_below_the_diagonal(n: int, q_tile: int, k_tile: int) -> list[int]:
+    """For each query tile of a causal n x n attention, the key tiles it must visit: those holding a key
+    j <= one of its rows, that is up to its last row."""
+    return [(min(n, start + q_tile) - 1) // k_tile + 1 for start in range(0, n, q_tile)]
+
+
+def dots_per_program(launches: list, what: str) -> list[int]:
+    """The tl.dot calls of each program of the one launch that made any, sorted."""
+    busy = [launch for launch in launches if launch["dots"]]
+    assert len(busy) == 1, (f"{what}: {len(busy)} kernel launches called tl.dot; the forward is one kernel "
+                            "(handout §8)")
+    return sorted(program[-1] for program in busy[0]["dots"])
+
+
+@pytest.mark.points(2)
+@pytest.mark.task("flash_triton.flash_forward_triton")
+def test_triton_causal_forward_skips_the_tiles_above_the_diagonal(student, trusted, rng):
+    """Under the interpreter, flash_forward_triton's programs make tl.dot calls in proportion to the key
+    tiles they visit: c·T + e each without the mask (T key tiles), c·t + e with it, where t counts the
+    key tiles at or below the diagonal of the program's query tile (c >= 1 dots per tile), at a random
+    causal case (lengths 70 to 100, tiles 16 or 32); both results match float64. A kernel that loads
+    the tiles above the diagonal and masks them makes c·T calls everywhere and loses these points."""
+    case = trusted.draw(rng, lengths=(70, 100), head_dims=(16,), tiles=(16, 32), causal=True, lead=(2,))
+    x = case.inputs(rng.randrange(2**31))
+    got = student.run(scenarios.triton_forward_dots, q=x["q"], k=x["k"], v=x["v"], q_tile=case.q_tile,
+                      k_tile=case.k_tile, device=DEVICE)
+    for mode, is_causal in (("full", False), ("causal", True)):
+        expected_o, expected_lse = trusted.attention64(x["q"], x["k"], x["v"], is_causal)
+        trusted.assert_close(f"o ({mode}, {case})", got[mode]["o"], expected_o, torch.float32, trusted.fp32)
+        trusted.assert_close(f"lse ({mode}, {case})", got[mode]["lse"], expected_lse, torch.float32, trusted.fp32)
+    if got["full"]["launches"] is None:
+        pytest.skip("tl.dot calls are counted under Triton's interpreter: graded on a machine without a GPU")
+    n, batch = case.n_queries, math.prod(case.lead)
+    tiles = sorted(tiles_at_or_below_the_diagonal(n, case.q_tile, case.k_tile) * batch)
+    total = -(-n // case.k_tile)
+    full = dots_per_program(got["full"]["launches"], f"flash_forward_triton ({case}, not causal)")
+    causal = dots_per_program(got["causal"]["launches"], f"flash_forward_triton ({case})")
+    assert len(full) == len(causal) == len(tiles), (
+        f"flash_forward_triton ({case}): {len(full)} and {len(causal)} programs called tl.dot (not causal, "
+        f"causal); one per query tile and head makes {len(tiles)}")
+    per_tile = (causal[-1] - causal[0]) / (tiles[-1] - tiles[0])
+    extra = causal[0] - per_tile * tiles[0]
+    follows = (per_tile >= 1 and per_tile == int(per_tile) and extra >= 0
+               and causal == [extra + per_tile * t for t in tiles] and set(full) == {extra + per_tile * total})
+    assert follows, (
+        f"flash_forward_triton ({case}): its programs called tl.dot {sorted(set(full))} times each without the "
+        f"mask and {causal} times with it; a program whose query tile has t of the {total} key tiles at or below "
+        f"the diagonal (t = {tiles}) should call it in proportion to t: the tiles above the diagonal must be "
+        "skipped (never loaded), not masked (handout §8)")
 
 
 # ---- On a GPU only: half precision and speed --------------------------------------------------------
