@@ -45,6 +45,7 @@ def scenario_name(scenario: Callable | str) -> str:
 
 def resolve(target: str) -> Any:
     """Import `module:qualname` and return the object, with a message the student can act on."""
+    __tracebackhide__ = True
     module_name, _, qualname = target.partition(":")
     try:
         obj: Any = importlib.import_module(module_name)
@@ -90,6 +91,7 @@ class ModuleProxy:
             raise AttributeError(qualname)
 
         def call(*args: Any, **kwargs: Any) -> Any:
+            __tracebackhide__ = True  # a failure's traceback goes from the test to the student's code
             return self._student.call(target_name(self._name, qualname), *args, **kwargs)
 
         call.__name__ = qualname
@@ -103,10 +105,12 @@ class LocalStudent(Student):
     """Runs student code in this process (a student's `make test`). Exceptions propagate as they are."""
 
     def call(self, target: str, *args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True
         fn = resolve(target)
         args, kwargs = wire.roundtrip((args, kwargs))
         return wire.roundtrip(fn(*args, **kwargs))
 
     def run(self, scenario: Callable | str, **kwargs: Any) -> Any:
+        __tracebackhide__ = True
         fn = resolve(scenario_name(scenario))
         return wire.roundtrip(fn(**wire.roundtrip(kwargs)))

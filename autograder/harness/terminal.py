@@ -1,0 +1,197 @@
+"""What a student's run prints: one screen, the failures as notes, then the next step.
+
+In a student's run (the implementation tree in this process) at pytest's default verbosity and --tb:
+- a test that fails only because a stub still raises NotImplementedError is not shown as a traceback;
+  such tests are one line per task, grouped by handout section in handout order;
+- any other failure is shown in pytest's short style: the test's line, the frames of the student's code
+  (the harness hides its own with __tracebackhide__) and the error, then what the test checks, its
+  Hint and where the student wrote the task;
+- tensors compared in an assertion are summarised (shape, dtype, the worst element, how many differ);
+- the run ends with the next step: the first task in handout order that does not pass yet, and the
+  command that runs only its tests.
+`-v`, an explicit `--tb=...` and the grader's runs keep pytest's own output. Statuses, points and the
+exit status are the points plugin's; this module only chooses what is printed.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from autograder.harness import tasks
+from autograder.harness.plugin import report_of, tree_of
+from autograder.results import TestResult
+
+_ON = pytest.StashKey[bool]()
+_TENSORS = pytest.StashKey[dict]()  # test id -> the summary of the tensors its assert_close compared
+NOT_PASSING = ("failed", "error", "not_implemented")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    on = tree_of(config) is not None and config.option.tbstyle == "auto" and config.option.verbose <= 0
+    config.stash[_ON] = on
+    config.stash[_TENSORS] = {}
+    if on:
+        config.option.tbstyle = "short"
+
+
+class Group:
+    """The tests of one task that do not pass, with where the handout and the tree place the task."""
+
+    def __init__(self, tree: Path, root: Path, first: TestResult, index: int) -> None:
+        self.assignment, self.task, self.tests = first.assignment, first.task, []
+        self.place = tasks.locate(tree, root, first.assignment, first.task) if first.task else None
+        section = (self.place.section, self.place.title) if self.place and self.place.section else \
+            tasks.section_of(first.message)
+        self.section, self.title = section or (None, "")
+        number = tasks.assignment_number(tree, first.assignment)
+        self.order = (number is None, number or 0, first.assignment, self.section is None, self.section or 0, index)
+
+    @property
+    def label(self) -> str:
+        where = f"§{self.section} " if self.section is not None else ""
+        return where + (self.task or self.tests[0].name)
+
+    def command(self) -> str:
+        if not self.task:
+            return f"python -m pytest {self.tests[0].name}"
+        return f"make test T={self.task}" if "MAKELEVEL" in os.environ else f"python -m pytest --task {self.task}"
+
+
+def groups(config: pytest.Config, statuses: tuple[str, ...]) -> list[Group]:
+    """The tasks with a test of one of `statuses`, in handout order (assignment number, section)."""
+    found: dict[tuple[str, str], Group] = {}
+    for index, test in enumerate(report_of(config).tests):
+        if test.status in statuses:
+            key = (test.assignment, test.task or test.name)
+            if key not in found:
+                found[key] = Group(tree_of(config), Path(config.rootpath), test, index)
+            found[key].tests.append(test)
+    return sorted(found.values(), key=lambda group: group.order)
+
+
+def not_implemented_lines(config: pytest.Config) -> list[str]:
+    lines, assignment = [], None
+    for group in groups(config, ("not_implemented",)):
+        if group.assignment != assignment:
+            assignment = group.assignment
+            lines.append(f"{assignment} (handout: {Path(tree_of(config).name, assignment, 'README.md').as_posix()})")
+        points = sum(t.max_points for t in group.tests)
+        lines.append(f"  {group.label}: not implemented yet ({len(group.tests)} test{'s' * (len(group.tests) != 1)}, "
+                     f"{points:g} point{'s' * (points != 1)})")
+    return lines
+
+
+def note(config: pytest.Config, test: TestResult) -> str:
+    """What follows a failure's traceback: what the test checks, its hint, the tensors, the student's code."""
+    lines = [f"checks: {test.checks}"] if test.checks else []
+    if test.hint:
+        lines.append(f"Hint: {test.hint}")
+    if test.name in config.stash[_TENSORS]:
+        lines.append(config.stash[_TENSORS][test.name])
+    place = tasks.locate(tree_of(config), Path(config.rootpath), test.assignment, test.task) if test.task else None
+    if place is not None:
+        section = f" (handout §{place.section} {place.title})" if place.section is not None else ""
+        lines.append(f"your code: {place.path}:{place.line} {test.task}{section}")
+    return "\n".join(lines)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    report = yield
+    if item.config.stash.get(_ON, False) and report.failed and call.excinfo is not None:
+        compared = compared_tensors(call.excinfo)
+        if compared is not None:
+            item.config.stash[_TENSORS][item.nodeid] = summarise(*compared)
+    return report
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config):
+    if not config.stash.get(_ON, False):
+        return (yield)
+    results = {test.name: test for test in report_of(config).tests}
+    waiting = {name for name, test in results.items() if test.status == "not_implemented"}
+    stats = terminalreporter.stats
+    shown = {key: stats[key] for key in ("failed", "error") if key in stats}
+    for key, reports in shown.items():
+        stats[key] = [r for r in reports if getattr(r, "nodeid", None) not in waiting]
+        for report in stats[key]:
+            test = results.get(report.nodeid)
+            if test is not None and hasattr(report.longrepr, "addsection"):
+                text = note(config, test)
+                if text:
+                    report.longrepr.addsection("what this test checks", text)
+    lines = not_implemented_lines(config)
+    if lines:
+        terminalreporter.section("not implemented yet")
+        for line in lines:
+            terminalreporter.write_line(line)
+    try:
+        return (yield)
+    finally:
+        stats.update(shown)  # pytest's closing line still counts every failure
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int):
+    result = yield
+    config = session.config
+    if config.stash.get(_ON, False):
+        todo = groups(config, NOT_PASSING)
+        if todo:
+            first = todo[0]
+            where = f"{first.assignment} {first.label}"
+            config.get_terminal_writer().line(
+                f"next: {where} does not pass yet; run only its tests with: {first.command()}", bold=True)
+    return result
+
+
+# Tensors in assertions: summarised, never printed whole.
+
+def summarise(actual, expected, rtol: float | None = None, atol: float | None = None) -> str:
+    """One line about two tensors: shapes and dtypes, how many elements differ, the worst one, the tolerance."""
+    import torch
+
+    head = f"got shape {tuple(actual.shape)} {actual.dtype}, expected shape {tuple(expected.shape)} {expected.dtype}"
+    if actual.shape != expected.shape:
+        return head
+    if actual.numel() == 0:
+        return head + "; both empty"
+    got, want = actual.detach().cpu().double(), expected.detach().cpu().double()
+    allowed = (atol or 0.0) + (rtol or 0.0) * want.abs()
+    excess = (got - want).abs() - allowed
+    off = torch.nan_to_num(excess, nan=float("inf")) > 0
+    off &= ~(got.isnan() & want.isnan()) & ~(got == want)
+    tolerance = "exact" if rtol is None and atol is None else f"atol={atol} + rtol={rtol} * |expected|"
+    if not bool(off.any()):
+        return f"{head}; all {got.numel()} elements within tolerance ({tolerance})"
+    worst = int(torch.where(off, torch.nan_to_num(excess, nan=float("inf")), -1.0).flatten().argmax())
+    index = tuple(int(i) for i in torch.unravel_index(torch.tensor(worst), want.shape))
+    return (f"{head}; {int(off.sum())} of {got.numel()} elements differ (tolerance: {tolerance}); worst at "
+            f"index {index}: got {got.flatten()[worst].item():.6g}, expected {want.flatten()[worst].item():.6g}")
+
+
+def compared_tensors(excinfo: pytest.ExceptionInfo) -> tuple | None:
+    """(actual, expected, rtol, atol) from torch.testing.assert_close's frame when it raised on two tensors."""
+    torch = sys.modules.get("torch")
+    if torch is None or not excinfo.errisinstance(AssertionError):
+        return None
+    for entry in excinfo.traceback:
+        if entry.frame.code.name == "assert_close" and "torch" in str(entry.path):
+            found = entry.frame.f_locals
+            actual, expected = found.get("actual"), found.get("expected")
+            if isinstance(actual, torch.Tensor) and isinstance(expected, torch.Tensor):
+                return actual, expected, found.get("rtol"), found.get("atol")
+    return None
+
+
+def pytest_assertrepr_compare(config: pytest.Config, op: str, left, right) -> list[str] | None:
+    torch = sys.modules.get("torch")
+    if torch is None or op not in ("==", "!=") or not (isinstance(left, torch.Tensor) and isinstance(right, torch.Tensor)):
+        return None
+    return [f"tensor {op} tensor", summarise(left, right)]
