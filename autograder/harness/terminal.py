@@ -102,12 +102,22 @@ def note(config: pytest.Config, test: TestResult) -> str:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
-    report = yield
-    if item.config.stash.get(_ON, False) and report.failed and call.excinfo is not None:
-        compared = compared_tensors(call.excinfo)
+    excinfo = call.excinfo
+    if item.config.stash.get(_ON, False) and excinfo is not None:
+        end_at_student_code(excinfo, tree_of(item.config))
+        compared = compared_tensors(excinfo)
         if compared is not None:
             item.config.stash[_TENSORS][item.nodeid] = summarise(*compared)
-    return report
+        elif excinfo.errisinstance(AssertionError) and "tensor(" in str(excinfo.value):
+            excinfo.value.args = (elide_tensors(str(excinfo.value)),)
+    return (yield)
+
+
+def end_at_student_code(excinfo: pytest.ExceptionInfo, tree: Path) -> None:
+    """Drop the library frames (torch, einops...) below the student's last frame: the traceback ends on their line."""
+    inside = [i for i, entry in enumerate(excinfo.traceback) if Path(str(entry.path)).is_relative_to(tree)]
+    if inside and inside[-1] + 1 < len(excinfo.traceback):
+        excinfo.traceback = excinfo.traceback[: inside[-1] + 1]
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -174,6 +184,24 @@ def summarise(actual, expected, rtol: float | None = None, atol: float | None = 
     index = tuple(int(i) for i in torch.unravel_index(torch.tensor(worst), want.shape))
     return (f"{head}; {int(off.sum())} of {got.numel()} elements differ (tolerance: {tolerance}); worst at "
             f"index {index}: got {got.flatten()[worst].item():.6g}, expected {want.flatten()[worst].item():.6g}")
+
+
+def elide_tensors(text: str, keep: int = 40) -> str:
+    """Each `tensor(...)` longer than `keep` characters in an assertion's text, cut to its dimensions and start."""
+    out, start = [], 0
+    while (begin := text.find("tensor(", start)) >= 0:
+        depth, end = 0, begin + len("tensor")
+        for end in range(begin + len("tensor"), len(text)):
+            depth += {"(": 1, ")": -1}.get(text[end], 0)
+            if depth == 0:
+                break
+        body = text[begin + len("tensor("): end]
+        if len(body) > keep:
+            dims = len(body) - len(body.lstrip("["))
+            body = f"<{dims}-d, values {' '.join(body[:keep].replace(chr(92) + 'n', ' ').split())} ...>"
+        out.append(text[start:begin] + f"tensor({body})")
+        start = end + 1
+    return "".join(out) + text[start:]
 
 
 def compared_tensors(excinfo: pytest.ExceptionInfo) -> tuple | None:
