@@ -103,21 +103,38 @@ def note(config: pytest.Config, test: TestResult) -> str:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     excinfo = call.excinfo
-    if item.config.stash.get(_ON, False) and excinfo is not None:
-        end_at_student_code(excinfo, tree_of(item.config))
+    on = item.config.stash.get(_ON, False) and excinfo is not None
+    if on:
         compared = compared_tensors(excinfo)
         if compared is not None:
             item.config.stash[_TENSORS][item.nodeid] = summarise(*compared)
         elif excinfo.errisinstance(AssertionError) and "tensor(" in str(excinfo.value):
             excinfo.value.args = (elide_tensors(str(excinfo.value)),)
-    return (yield)
+    report = yield
+    if on and report.failed and ends_in_libraries(excinfo, tree_of(item.config)):
+        keep = lambda info: to_student_code(info, Path(item.config.rootpath), tree_of(item.config))  # noqa: E731
+        report.longrepr = excinfo.getrepr(style="short", tbfilter=keep, funcargs=False, truncate_locals=True)
+    return report
 
 
-def end_at_student_code(excinfo: pytest.ExceptionInfo, tree: Path) -> None:
-    """Drop the library frames (torch, einops...) below the student's last frame: the traceback ends on their line."""
-    inside = [i for i, entry in enumerate(excinfo.traceback) if Path(str(entry.path)).is_relative_to(tree)]
-    if inside and inside[-1] + 1 < len(excinfo.traceback):
-        excinfo.traceback = excinfo.traceback[: inside[-1] + 1]
+def _inside(entry, folder: Path) -> bool:
+    return Path(str(entry.path)).is_relative_to(folder)
+
+
+def ends_in_libraries(excinfo: pytest.ExceptionInfo, tree: Path) -> bool:
+    """Whether the error was raised in a library (torch, einops...) called from the student's code."""
+    entries = list(excinfo.traceback)
+    inside = [i for i, entry in enumerate(entries) if _inside(entry, tree)]
+    return bool(inside) and inside[-1] + 1 < len(entries)
+
+
+def to_student_code(excinfo: pytest.ExceptionInfo, root: Path, tree: Path):
+    """The frames from the first of the project's own (tests, fixtures) to the student's last one."""
+    entries = [entry for entry in excinfo.traceback if not entry.ishidden(excinfo)]
+    first = next((i for i, entry in enumerate(entries) if _inside(entry, root)
+                  and not _inside(entry, Path(sys.prefix))), 0)
+    last = max(i for i, entry in enumerate(entries) if _inside(entry, tree))
+    return type(excinfo.traceback)(entries[first: last + 1])
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
