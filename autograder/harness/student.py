@@ -78,6 +78,9 @@ class Student:
     def module(self, name: str) -> "ModuleProxy":
         return ModuleProxy(self, name)
 
+    def __repr__(self) -> str:
+        return "student"  # assertion explanations then read like the test: `student.module('m').f(...)`
+
 
 class ModuleProxy:
     """`proxy.fn(*args)` is `student.call("module:fn", *args)`."""
@@ -94,11 +97,11 @@ class ModuleProxy:
             __tracebackhide__ = True  # a failure's traceback goes from the test to the student's code
             return self._student.call(target_name(self._name, qualname), *args, **kwargs)
 
-        call.__name__ = qualname
+        call.__name__ = call.__qualname__ = qualname
         return call
 
     def __repr__(self) -> str:
-        return f"<student module {self._name}>"
+        return f"student.module({self._name!r})"
 
 
 class LocalStudent(Student):

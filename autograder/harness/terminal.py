@@ -16,6 +16,7 @@ exit status are the points plugin's; this module only chooses what is printed.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -39,11 +40,21 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.tbstyle = "short"
 
 
+STUB_MESSAGE = re.compile(r"(?:NotImplementedError: )?([\w.]+) in ([\w/]+?)\.py is not implemented yet")
+
+
+def stub_name(test: TestResult) -> str:
+    """`m.add` from a stub's message "add in demo/m.py is not implemented yet": a task name for a test without one."""
+    found = STUB_MESSAGE.match(test.message) if test.status == "not_implemented" else None
+    return f"{found.group(2).rpartition('/')[2]}.{found.group(1)}" if found else ""
+
+
 class Group:
     """The tests of one task that do not pass, with where the handout and the tree place the task."""
 
     def __init__(self, tree: Path, root: Path, first: TestResult, index: int) -> None:
         self.assignment, self.task, self.tests = first.assignment, first.task, []
+        self.name = first.task or stub_name(first) or first.name
         self.place = tasks.locate(tree, root, first.assignment, first.task) if first.task else None
         section = (self.place.section, self.place.title) if self.place and self.place.section else \
             tasks.section_of(first.message)
@@ -53,8 +64,7 @@ class Group:
 
     @property
     def label(self) -> str:
-        where = f"§{self.section} " if self.section is not None else ""
-        return where + (self.task or self.tests[0].name)
+        return (f"§{self.section} " if self.section is not None else "") + self.name
 
     def command(self) -> str:
         if not self.task:
@@ -67,7 +77,7 @@ def groups(config: pytest.Config, statuses: tuple[str, ...]) -> list[Group]:
     found: dict[tuple[str, str], Group] = {}
     for index, test in enumerate(report_of(config).tests):
         if test.status in statuses:
-            key = (test.assignment, test.task or test.name)
+            key = (test.assignment, test.task or stub_name(test) or test.name)
             if key not in found:
                 found[key] = Group(tree_of(config), Path(config.rootpath), test, index)
             found[key].tests.append(test)
@@ -79,7 +89,10 @@ def not_implemented_lines(config: pytest.Config) -> list[str]:
     for group in groups(config, ("not_implemented",)):
         if group.assignment != assignment:
             assignment = group.assignment
-            lines.append(f"{assignment} (handout: {Path(tree_of(config).name, assignment, 'README.md').as_posix()})")
+            handout = tree_of(config) / assignment / "README.md"
+            where = f" (handout: {handout.relative_to(config.rootpath).as_posix()})" \
+                if handout.is_file() and handout.is_relative_to(config.rootpath) else ""
+            lines.append(assignment + where)
         points = sum(t.max_points for t in group.tests)
         lines.append(f"  {group.label}: not implemented yet ({len(group.tests)} test{'s' * (len(group.tests) != 1)}, "
                      f"{points:g} point{'s' * (points != 1)})")
@@ -155,6 +168,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
                     report.longrepr.addsection("what this test checks", text)
     lines = not_implemented_lines(config)
     if lines:
+        terminalreporter.ensure_newline()
         terminalreporter.section("not implemented yet")
         for line in lines:
             terminalreporter.write_line(line)
@@ -213,7 +227,7 @@ def elide_tensors(text: str, keep: int = 40) -> str:
             if depth == 0:
                 break
         body = text[begin + len("tensor("): end]
-        if len(body) > keep:
+        if len(body) > keep and not body.startswith("<"):
             dims = len(body) - len(body.lstrip("["))
             body = f"<{dims}-d, values {' '.join(body[:keep].replace(chr(92) + 'n', ' ').split())} ...>"
         out.append(text[start:begin] + f"tensor({body})")
