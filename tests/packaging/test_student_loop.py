@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from autograder.package import release
+from autograder.package.collect import collect
+from autograder.package.layout import assignments
 from tests.packaging.conftest import clean_env
 
 SCREEN = 150  # lines: what a first run may print, install aside
@@ -110,3 +112,25 @@ def test_a_wrong_answer_is_a_short_note_that_names_the_students_line(student, tm
     assert "  §2 einops_ops.merge_heads: not implemented yet (1 test, 1 point)" in lines, text
     assert points(lines) == ["resource_accounting      0 / 14.5  public points  (0/10 tests passed); 1 not implemented yet"]
     assert last_line(lines).startswith("next: resource_accounting §2 einops_ops.attention_scores does not pass yet")
+
+
+def test_the_handouts_and_the_student_readme_state_what_needs_a_gpu_as_the_tests_mark_it(student):
+    tests = collect(assignments())
+
+    def points(name: str, public: bool, gpu: bool | None = None) -> float:
+        return sum(t.points for t in tests if t.assignment == name and t.public == public and gpu in (None, t.gpu))
+
+    readme = (student / "README.md").read_text()
+    handouts = {name: (student / "assignments" / name / "README.md").read_text() for name in assignments()}
+    accounting, flash = handouts["resource_accounting"], handouts["flash_attention"]
+    assert points("resource_accounting", True, True) == 0 and points("resource_accounting", False, True) == 2
+    assert f"all {points('resource_accounting', True):g} public points can be earned and checked on a laptop" in accounting
+    assert "Two hidden\ntests (1 point each)" in accounting
+    gpu, total = points("flash_attention", True, True), points("flash_attention", True)
+    assert f"Of the {total:g} public points, {gpu:g} need a GPU" in flash
+    assert f"everything else, {total - gpu:g} points" in " ".join(flash.split())
+    assert f"The hidden\nsuite has {points('flash_attention', False, True):g} more GPU points" in flash
+    assert f"{gpu:g} of the {total:g} public points" in " ".join(readme.split())
+    for text in (readme, flash):
+        assert "srun --gres=gpu:1 make test" in text and "PYTHON=python3" in text
+        assert "Triton 3.6" in text and "torch 2.11" in text
