@@ -182,20 +182,25 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int):
     result = yield
     config = session.config
-    if config.stash.get(_ON, False):
-        todo = groups(config, NOT_PASSING)
-        if todo:
-            first = todo[0]
-            where = f"{first.assignment} {first.label}"
-            config.get_terminal_writer().line(
-                f"next: {where} does not pass yet; run only its tests with: {first.command()}", bold=True)
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    todo = groups(config, NOT_PASSING) if config.stash.get(_ON, False) and reporter is not None else []
+    if todo:
+        first = todo[0]
+        reporter.write_line(f"next: {first.assignment} {first.label} does not pass yet; run only its tests with: "
+                            f"{first.command()}", bold=True)
     return result
 
 
 # Tensors in assertions: summarised, never printed whole.
 
-def summarise(actual, expected, rtol: float | None = None, atol: float | None = None) -> str:
-    """One line about two tensors: shapes and dtypes, how many elements differ, the worst one, the tolerance."""
+# torch.testing.assert_close's defaults (rtol, atol) by dtype, from its documentation, for a call without them.
+DEFAULT_TOLERANCES = {"torch.float16": (1e-3, 1e-5), "torch.bfloat16": (1.6e-2, 1e-5), "torch.float32": (1.3e-6, 1e-5),
+                      "torch.float64": (1e-7, 1e-7), "torch.complex64": (1.3e-6, 1e-5), "torch.complex128": (1e-7, 1e-7)}
+
+
+def summarise(actual, expected, tolerance: tuple[float, float] | None = None) -> str:
+    """One line about two tensors: shapes and dtypes, how many elements differ by more than `tolerance`
+    ((rtol, atol); None for exact), the worst one."""
     import torch
 
     head = f"got shape {tuple(actual.shape)} {actual.dtype}, expected shape {tuple(expected.shape)} {expected.dtype}"
@@ -203,17 +208,16 @@ def summarise(actual, expected, rtol: float | None = None, atol: float | None = 
         return head
     if actual.numel() == 0:
         return head + "; both empty"
+    rtol, atol = tolerance or (0.0, 0.0)
     got, want = actual.detach().cpu().double(), expected.detach().cpu().double()
-    allowed = (atol or 0.0) + (rtol or 0.0) * want.abs()
-    excess = (got - want).abs() - allowed
-    off = torch.nan_to_num(excess, nan=float("inf")) > 0
-    off &= ~(got.isnan() & want.isnan()) & ~(got == want)
-    tolerance = "exact" if rtol is None and atol is None else f"atol={atol} + rtol={rtol} * |expected|"
+    excess = torch.nan_to_num((got - want).abs() - (atol + rtol * want.abs()), nan=float("inf"))
+    off = (excess > 0) & ~(got.isnan() & want.isnan()) & ~(got == want)
+    allowed = "exact" if tolerance is None else f"atol={atol:g} + rtol={rtol:g} * |expected|"
     if not bool(off.any()):
-        return f"{head}; all {got.numel()} elements within tolerance ({tolerance})"
-    worst = int(torch.where(off, torch.nan_to_num(excess, nan=float("inf")), -1.0).flatten().argmax())
+        return f"{head}; all {got.numel()} elements within tolerance ({allowed})"
+    worst = int(torch.where(off, excess, -1.0).flatten().argmax())
     index = tuple(int(i) for i in torch.unravel_index(torch.tensor(worst), want.shape))
-    return (f"{head}; {int(off.sum())} of {got.numel()} elements differ (tolerance: {tolerance}); worst at "
+    return (f"{head}; {int(off.sum())} of {got.numel()} elements differ (tolerance: {allowed}); worst at "
             f"index {index}: got {got.flatten()[worst].item():.6g}, expected {want.flatten()[worst].item():.6g}")
 
 
@@ -229,14 +233,14 @@ def elide_tensors(text: str, keep: int = 40) -> str:
         body = text[begin + len("tensor("): end]
         if len(body) > keep and not body.startswith("<"):
             dims = len(body) - len(body.lstrip("["))
-            body = f"<{dims}-d, values {' '.join(body[:keep].replace(chr(92) + 'n', ' ').split())} ...>"
+            body = f"<{dims}-d, values {' '.join(body[:keep].replace(chr(92) + 'n', ' ').split())} ...>"  # an escaped newline
         out.append(text[start:begin] + f"tensor({body})")
         start = end + 1
     return "".join(out) + text[start:]
 
 
 def compared_tensors(excinfo: pytest.ExceptionInfo) -> tuple | None:
-    """(actual, expected, rtol, atol) from torch.testing.assert_close's frame when it raised on two tensors."""
+    """(actual, expected, (rtol, atol)) from torch.testing.assert_close's frame when it raised on two tensors."""
     torch = sys.modules.get("torch")
     if torch is None or not excinfo.errisinstance(AssertionError):
         return None
@@ -245,7 +249,10 @@ def compared_tensors(excinfo: pytest.ExceptionInfo) -> tuple | None:
             found = entry.frame.f_locals
             actual, expected = found.get("actual"), found.get("expected")
             if isinstance(actual, torch.Tensor) and isinstance(expected, torch.Tensor):
-                return actual, expected, found.get("rtol"), found.get("atol")
+                rtol, atol = found.get("rtol"), found.get("atol")
+                if rtol is None or atol is None:
+                    rtol, atol = DEFAULT_TOLERANCES.get(str(expected.dtype), (0.0, 0.0))
+                return actual, expected, (float(rtol), float(atol))
     return None
 
 

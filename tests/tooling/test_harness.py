@@ -277,3 +277,19 @@ def test_a_wrong_answer_is_a_short_note_that_ends_at_the_students_line_without_h
     assert "tensor(<1-d, values" in equal and "999." not in equal, equal  # never printed whole
     assert points_table(result) == ["demo      0 / 9     public points  (0/4 tests passed)"]
     assert result.outlines[-1].startswith("next: demo §1 n.first does not pass yet")
+
+
+def test_a_tensor_summary_names_shapes_dtypes_the_count_off_and_the_worst_element():
+    torch = pytest.importorskip("torch")
+    from autograder.harness.terminal import summarise
+
+    expected = torch.arange(6.0).reshape(2, 3)
+    got = expected.clone()
+    got[1, 2] += 1.0
+    got[0, 1] += 1e-4
+    assert summarise(got, expected) == ("got shape (2, 3) torch.float32, expected shape (2, 3) torch.float32; 2 of 6 "
+                                        "elements differ (tolerance: exact); worst at index (1, 2): got 6, expected 5")
+    assert "1 of 6 elements differ (tolerance: atol=0.001 + rtol=0 * |expected|)" in summarise(got, expected, (0, 1e-3))
+    got[0, 0] = float("nan")
+    assert "worst at index (0, 0): got nan, expected 0" in summarise(got, expected, (0, 1e-3))
+    assert summarise(got.T, expected).endswith("expected shape (2, 3) torch.float32")
