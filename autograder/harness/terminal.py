@@ -1,6 +1,7 @@
 """What a student's run prints: one screen, the failures as notes, then the next step.
 
-In a student's run (the implementation tree in this process) at pytest's default verbosity and --tb:
+In a student's run (an implementation tree other than the reference solutions, in this process) at
+pytest's default verbosity and --tb:
 - a test that fails only because a stub still raises NotImplementedError is not shown as a traceback;
   such tests are one line per task, grouped by handout section in handout order;
 - any other failure is shown in pytest's short style: the test's line, the frames of the student's code
@@ -33,7 +34,9 @@ NOT_PASSING = ("failed", "error", "not_implemented")
 
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
-    on = tree_of(config) is not None and config.option.tbstyle == "auto" and config.option.verbose <= 0
+    tree = tree_of(config)
+    student = tree is not None and tree.name != "solutions"  # the reference's own runs keep pytest's output
+    on = student and config.option.tbstyle == "auto" and config.option.verbose <= 0
     config.stash[_ON] = on
     config.stash[_TENSORS] = {}
     if on:
