@@ -81,7 +81,8 @@ def locate(tree: Path, root: Path, assignment: str, task: str) -> Place | None:
         body = node.body
     docs = [ast.get_docstring(node) or ""]
     if isinstance(node, ast.ClassDef):
-        docs += [ast.get_docstring(n) or "" for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        methods = [n for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        docs += [ast.get_docstring(n) or "" for n in methods]
     section = next((found for found in map(section_of, docs) if found), None)
     try:
         shown = path.relative_to(root).as_posix()

@@ -197,8 +197,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int):
 # Tensors in assertions: summarised, never printed whole.
 
 # torch.testing.assert_close's defaults (rtol, atol) by dtype, from its documentation, for a call without them.
-DEFAULT_TOLERANCES = {"torch.float16": (1e-3, 1e-5), "torch.bfloat16": (1.6e-2, 1e-5), "torch.float32": (1.3e-6, 1e-5),
-                      "torch.float64": (1e-7, 1e-7), "torch.complex64": (1.3e-6, 1e-5), "torch.complex128": (1e-7, 1e-7)}
+DEFAULT_TOLERANCES = {"torch.float16": (1e-3, 1e-5), "torch.bfloat16": (1.6e-2, 1e-5),
+                      "torch.float32": (1.3e-6, 1e-5), "torch.float64": (1e-7, 1e-7),
+                      "torch.complex64": (1.3e-6, 1e-5), "torch.complex128": (1e-7, 1e-7)}
 
 
 def summarise(actual, expected, tolerance: tuple[float, float] | None = None) -> str:
@@ -236,7 +237,8 @@ def elide_tensors(text: str, keep: int = 40) -> str:
         body = text[begin + len("tensor("): end]
         if len(body) > keep and not body.startswith("<"):
             dims = len(body) - len(body.lstrip("["))
-            body = f"<{dims}-d, values {' '.join(body[:keep].replace(chr(92) + 'n', ' ').split())} ...>"  # an escaped newline
+            first = " ".join(body[:keep].replace("\\n", " ").split())  # the explanation escapes newlines
+            body = f"<{dims}-d, values {first} ...>"
         out.append(text[start:begin] + f"tensor({body})")
         start = end + 1
     return "".join(out) + text[start:]
@@ -261,6 +263,7 @@ def compared_tensors(excinfo: pytest.ExceptionInfo) -> tuple | None:
 
 def pytest_assertrepr_compare(config: pytest.Config, op: str, left, right) -> list[str] | None:
     torch = sys.modules.get("torch")
-    if torch is None or op not in ("==", "!=") or not (isinstance(left, torch.Tensor) and isinstance(right, torch.Tensor)):
+    if torch is None or op not in ("==", "!=") or not isinstance(left, torch.Tensor) \
+            or not isinstance(right, torch.Tensor):
         return None
     return [f"tensor {op} tensor", summarise(left, right)]

@@ -64,7 +64,8 @@ def test_the_first_run_on_the_stubs_fits_on_a_screen_and_ends_with_the_next_step
     assert code != 0 and pytest_status(lines).endswith("Error 1"), text[-2000:]
     assert len(lines) < SCREEN, f"{len(lines)} lines:\n{text}"
     assert "Traceback" not in text and "NotImplementedError" not in text, text
-    assert re.search(r"^  §3 flops\.FlopCounter: not implemented yet \(\d+ tests?, [\d.]+ points?\)$", text, re.M), text
+    line = r"^  §3 flops\.FlopCounter: not implemented yet \(\d+ tests?, [\d.]+ points?\)$"
+    assert re.search(line, text, re.M), text
     assert last_line(lines) == ("next: resource_accounting §1 memory.get_memory_usage does not pass yet; "
                                 "run only its tests with: make test T=memory.get_memory_usage"), text[-2000:]
 
@@ -105,12 +106,14 @@ def test_a_wrong_answer_is_a_short_note_that_names_the_students_line(student, tm
     wrong_value = "\n".join(failure(lines, "test_attention_scores_are_query_key_dot_products[batch]"))
     assert re.search(r"got shape \(3, 5, 6\) torch.float64, expected shape \(3, 5, 6\) torch.float64; "
                      r"90 of 90 elements differ .*; worst at index", wrong_value), wrong_value
-    assert re.search(r"your code: assignments/resource_accounting/einops_ops.py:\d+ einops_ops.attention_scores", wrong_value)
+    assert re.search(r"your code: assignments/resource_accounting/einops_ops.py:\d+ einops_ops.attention_scores",
+                     wrong_value), wrong_value
     raised = "\n".join(failure(lines, "test_split_heads_rejects_a_head_count_that_does_not_divide_the_width[5]"))
     assert f"assignments/resource_accounting/einops_ops.py:{lines_of['split_heads']}: in split_heads" in raised, raised
     assert "EinopsError" in raised, raised
     assert "  §2 einops_ops.merge_heads: not implemented yet (1 test, 1 point)" in lines, text
-    assert points(lines) == ["resource_accounting      0 / 14.5  public points  (0/10 tests passed); 1 not implemented yet"]
+    assert points(lines) == ["resource_accounting      0 / 14.5  public points  (0/10 tests passed); "
+                             "1 not implemented yet"]
     assert last_line(lines).startswith("next: resource_accounting §2 einops_ops.attention_scores does not pass yet")
 
 
@@ -124,7 +127,8 @@ def test_the_handouts_and_the_student_readme_state_what_needs_a_gpu_as_the_tests
     handouts = {name: (student / "assignments" / name / "README.md").read_text() for name in assignments()}
     accounting, flash = handouts["resource_accounting"], handouts["flash_attention"]
     assert points("resource_accounting", True, True) == 0 and points("resource_accounting", False, True) == 2
-    assert f"all {points('resource_accounting', True):g} public points can be earned and checked on a laptop" in accounting
+    laptop = f"all {points('resource_accounting', True):g} public points can be earned and checked on a laptop"
+    assert laptop in accounting
     assert "Two hidden\ntests (1 point each)" in accounting
     gpu, total = points("flash_attention", True, True), points("flash_attention", True)
     assert f"Of the {total:g} public points, {gpu:g} need a GPU" in flash

@@ -223,7 +223,8 @@ def points_table(result: pytest.RunResult) -> list[str]:
 def test_unimplemented_tasks_are_one_line_each_in_handout_order_then_the_next_step(tasks_project):
     result = run(tasks_project, "--impl", "assignments", "tests/demo/test_n.py")
     assert result.ret == 1
-    result.stdout.fnmatch_lines(["*= not implemented yet =*", "demo", "  §1 n.first: not implemented yet (2 tests, 6 points)",
+    result.stdout.fnmatch_lines(["*= not implemented yet =*", "demo",
+                                 "  §1 n.first: not implemented yet (2 tests, 6 points)",
                                  "  §2 n.second: not implemented yet (2 tests, 3 points)", "*= points =*"])
     assert "NotImplementedError" not in result.stdout.str() and "Traceback" not in result.stdout.str()
     assert result.outlines[-1] == ("next: demo §1 n.first does not pass yet; run only its tests with: "
