@@ -139,7 +139,7 @@ def first_failure(release: Path, make: list[str]) -> Row:
                                stderr=subprocess.STDOUT, text=True)
     seen = None
     for line in process.stdout:
-        if seen is None and ("NotImplementedError" in line or line.startswith("E ")):
+        if seen is None and ("NotImplementedError" in line or "not implemented yet (" in line or line.startswith("E ")):
             seen = time.perf_counter() - started
     process.wait()
     if seen is None:

@@ -23,6 +23,9 @@ from kernels import impl
 from autograder.harness.student import LocalStudent, Student
 from autograder.results import GradeReport, TestResult, summary_lines
 
+# Selection by task (--task) and what a student's run prints: see those modules.
+pytest_plugins = ("autograder.harness.tasks", "autograder.harness.terminal")
+
 NOT_GRADED = "not graded here: needs a GPU"
 _STUDENT = pytest.StashKey[Student]()
 _TREE = pytest.StashKey[Path]()
@@ -212,6 +215,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 def report_of(config: pytest.Config) -> GradeReport:
     """The results recorded so far in this pytest run."""
     return config.stash[_REPORT]
+
+
+def tree_of(config: pytest.Config) -> Path | None:
+    """The implementation tree this process imports, or None when the grader's worker runs student code."""
+    return config.stash.get(_TREE, None)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:

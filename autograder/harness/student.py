@@ -45,6 +45,7 @@ def scenario_name(scenario: Callable | str) -> str:
 
 def resolve(target: str) -> Any:
     """Import `module:qualname` and return the object, with a message the student can act on."""
+    __tracebackhide__ = True
     module_name, _, qualname = target.partition(":")
     try:
         obj: Any = importlib.import_module(module_name)
@@ -77,6 +78,9 @@ class Student:
     def module(self, name: str) -> "ModuleProxy":
         return ModuleProxy(self, name)
 
+    def __repr__(self) -> str:
+        return "student"  # assertion explanations then read like the test: `student.module('m').f(...)`
+
 
 class ModuleProxy:
     """`proxy.fn(*args)` is `student.call("module:fn", *args)`."""
@@ -90,23 +94,26 @@ class ModuleProxy:
             raise AttributeError(qualname)
 
         def call(*args: Any, **kwargs: Any) -> Any:
+            __tracebackhide__ = True  # a failure's traceback goes from the test to the student's code
             return self._student.call(target_name(self._name, qualname), *args, **kwargs)
 
-        call.__name__ = qualname
+        call.__name__ = call.__qualname__ = qualname
         return call
 
     def __repr__(self) -> str:
-        return f"<student module {self._name}>"
+        return f"student.module({self._name!r})"
 
 
 class LocalStudent(Student):
     """Runs student code in this process (a student's `make test`). Exceptions propagate as they are."""
 
     def call(self, target: str, *args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True
         fn = resolve(target)
         args, kwargs = wire.roundtrip((args, kwargs))
         return wire.roundtrip(fn(*args, **kwargs))
 
     def run(self, scenario: Callable | str, **kwargs: Any) -> Any:
+        __tracebackhide__ = True
         fn = resolve(scenario_name(scenario))
         return wire.roundtrip(fn(**wire.roundtrip(kwargs)))

@@ -23,12 +23,14 @@ endif
 
 PYTEST := $(PYTHON) -m pytest
 PYTEST_ARGS ?=
+T ?=
 BENCH_ARGS ?=
 
 .PHONY: help install test test-public roofline bench
 
 help:
 	@echo "make test          install if needed, then run the public tests against your code, with the points table"
+	@echo "make test T=TASK   only the tests of one task (e.g. T=flops.FlopCounter) or one module's (T=flops)"
 	@echo "make test-public   the same (every test of this release is public)"
 	@echo "make roofline      write build/roofline.png (H100 and H200 rooflines with the lecture's ops)"
 	@echo "make bench         attention benchmarks of your code: table and build/bench_attention.png"
@@ -45,7 +47,7 @@ $(VENV)/.installed-%: pyproject.toml
 	@touch $@
 
 test: install
-	$(PYTEST) $(PYTEST_ARGS)
+	$(PYTEST) $(if $(T),--task $(T)) $(PYTEST_ARGS)
 
 test-public: test
 

@@ -1,0 +1,269 @@
+"""What a student's run prints: one screen, the failures as notes, then the next step.
+
+In a student's run (an implementation tree other than the reference solutions, in this process) at
+pytest's default verbosity and --tb:
+- a test that fails only because a stub still raises NotImplementedError is not shown as a traceback;
+  such tests are one line per task, grouped by handout section in handout order;
+- any other failure is shown in pytest's short style: the test's line, the frames of the student's code
+  (the harness hides its own with __tracebackhide__) and the error, then what the test checks, its
+  Hint and where the student wrote the task;
+- tensors compared in an assertion are summarised (shape, dtype, the worst element, how many differ);
+- the run ends with the next step: the first task in handout order that does not pass yet, and the
+  command that runs only its tests.
+`-v`, an explicit `--tb=...` and the grader's runs keep pytest's own output. Statuses, points and the
+exit status are the points plugin's; this module only chooses what is printed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from autograder.harness import tasks
+from autograder.harness.plugin import report_of, tree_of
+from autograder.results import TestResult
+
+_ON = pytest.StashKey[bool]()
+_TENSORS = pytest.StashKey[dict]()  # test id -> the summary of the tensors its assert_close compared
+NOT_PASSING = ("failed", "error", "not_implemented")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    tree = tree_of(config)
+    student = tree is not None and tree.name != "solutions"  # the reference's own runs keep pytest's output
+    on = student and config.option.tbstyle == "auto" and config.option.verbose <= 0
+    config.stash[_ON] = on
+    config.stash[_TENSORS] = {}
+    if on:
+        config.option.tbstyle = "short"
+
+
+STUB_MESSAGE = re.compile(r"(?:NotImplementedError: )?([\w.]+) in ([\w/]+?)\.py is not implemented yet")
+
+
+def stub_name(test: TestResult) -> str:
+    """`m.add` from a stub's message "add in demo/m.py is not implemented yet": a task name for a test without one."""
+    found = STUB_MESSAGE.match(test.message) if test.status == "not_implemented" else None
+    return f"{found.group(2).rpartition('/')[2]}.{found.group(1)}" if found else ""
+
+
+class Group:
+    """The tests of one task that do not pass, with where the handout and the tree place the task."""
+
+    def __init__(self, tree: Path, root: Path, first: TestResult, index: int) -> None:
+        self.assignment, self.task, self.tests = first.assignment, first.task, []
+        self.name = first.task or stub_name(first) or first.name
+        self.place = tasks.locate(tree, root, first.assignment, first.task) if first.task else None
+        section = (self.place.section, self.place.title) if self.place and self.place.section else \
+            tasks.section_of(first.message)
+        self.section, self.title = section or (None, "")
+        number = tasks.assignment_number(tree, first.assignment)
+        self.order = (number is None, number or 0, first.assignment, self.section is None, self.section or 0, index)
+
+    @property
+    def label(self) -> str:
+        return (f"§{self.section} " if self.section is not None else "") + self.name
+
+    def command(self) -> str:
+        if not self.task:
+            return f"python -m pytest {self.tests[0].name}"
+        return f"make test T={self.task}" if "MAKELEVEL" in os.environ else f"python -m pytest --task {self.task}"
+
+
+def groups(config: pytest.Config, statuses: tuple[str, ...]) -> list[Group]:
+    """The tasks with a test of one of `statuses`, in handout order (assignment number, section)."""
+    found: dict[tuple[str, str], Group] = {}
+    for index, test in enumerate(report_of(config).tests):
+        if test.status in statuses:
+            key = (test.assignment, test.task or stub_name(test) or test.name)
+            if key not in found:
+                found[key] = Group(tree_of(config), Path(config.rootpath), test, index)
+            found[key].tests.append(test)
+    return sorted(found.values(), key=lambda group: group.order)
+
+
+def not_implemented_lines(config: pytest.Config) -> list[str]:
+    lines, assignment = [], None
+    for group in groups(config, ("not_implemented",)):
+        if group.assignment != assignment:
+            assignment = group.assignment
+            handout = tree_of(config) / assignment / "README.md"
+            where = f" (handout: {handout.relative_to(config.rootpath).as_posix()})" \
+                if handout.is_file() and handout.is_relative_to(config.rootpath) else ""
+            lines.append(assignment + where)
+        points = sum(t.max_points for t in group.tests)
+        lines.append(f"  {group.label}: not implemented yet ({len(group.tests)} test{'s' * (len(group.tests) != 1)}, "
+                     f"{points:g} point{'s' * (points != 1)})")
+    return lines
+
+
+def note(config: pytest.Config, test: TestResult) -> str:
+    """What follows a failure's traceback: what the test checks, its hint, the tensors, the student's code."""
+    lines = [f"checks: {test.checks}"] if test.checks else []
+    if test.hint:
+        lines.append(f"Hint: {test.hint}")
+    if test.name in config.stash[_TENSORS]:
+        lines.append(config.stash[_TENSORS][test.name])
+    place = tasks.locate(tree_of(config), Path(config.rootpath), test.assignment, test.task) if test.task else None
+    if place is not None:
+        section = f" (handout §{place.section} {place.title})" if place.section is not None else ""
+        lines.append(f"your code: {place.path}:{place.line} {test.task}{section}")
+    return "\n".join(lines)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    excinfo = call.excinfo
+    on = item.config.stash.get(_ON, False) and excinfo is not None
+    if on:
+        compared = compared_tensors(excinfo)
+        if compared is not None:
+            item.config.stash[_TENSORS][item.nodeid] = summarise(*compared)
+        elif excinfo.errisinstance(AssertionError) and "tensor(" in str(excinfo.value):
+            excinfo.value.args = (elide_tensors(str(excinfo.value)),)
+    report = yield
+    if on and report.failed and ends_in_libraries(excinfo, tree_of(item.config)):
+        keep = lambda info: to_student_code(info, Path(item.config.rootpath), tree_of(item.config))  # noqa: E731
+        report.longrepr = excinfo.getrepr(style="short", tbfilter=keep, funcargs=False, truncate_locals=True)
+    return report
+
+
+def _inside(entry, folder: Path) -> bool:
+    return Path(str(entry.path)).is_relative_to(folder)
+
+
+def ends_in_libraries(excinfo: pytest.ExceptionInfo, tree: Path) -> bool:
+    """Whether the error was raised in a library (torch, einops...) called from the student's code."""
+    entries = list(excinfo.traceback)
+    inside = [i for i, entry in enumerate(entries) if _inside(entry, tree)]
+    return bool(inside) and inside[-1] + 1 < len(entries)
+
+
+def to_student_code(excinfo: pytest.ExceptionInfo, root: Path, tree: Path):
+    """The frames from the first of the project's own (tests, fixtures) to the student's last one."""
+    entries = [entry for entry in excinfo.traceback if not entry.ishidden(excinfo)]
+    first = next((i for i, entry in enumerate(entries) if _inside(entry, root)
+                  and not _inside(entry, Path(sys.prefix))), 0)
+    last = max(i for i, entry in enumerate(entries) if _inside(entry, tree))
+    return type(excinfo.traceback)(entries[first: last + 1])
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config):
+    if not config.stash.get(_ON, False):
+        return (yield)
+    results = {test.name: test for test in report_of(config).tests}
+    waiting = {name for name, test in results.items() if test.status == "not_implemented"}
+    stats = terminalreporter.stats
+    shown = {key: stats[key] for key in ("failed", "error") if key in stats}
+    for key, reports in shown.items():
+        stats[key] = [r for r in reports if getattr(r, "nodeid", None) not in waiting]
+        for report in stats[key]:
+            test = results.get(report.nodeid)
+            if test is not None and hasattr(report.longrepr, "addsection"):
+                text = note(config, test)
+                if text:
+                    report.longrepr.addsection("what this test checks", text)
+    lines = not_implemented_lines(config)
+    if lines:
+        terminalreporter.ensure_newline()
+        terminalreporter.section("not implemented yet")
+        for line in lines:
+            terminalreporter.write_line(line)
+    try:
+        return (yield)
+    finally:
+        stats.update(shown)  # pytest's closing line still counts every failure
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int):
+    result = yield
+    config = session.config
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    todo = groups(config, NOT_PASSING) if config.stash.get(_ON, False) and reporter is not None else []
+    if todo:
+        first = todo[0]
+        reporter.write_line(f"next: {first.assignment} {first.label} does not pass yet; run only its tests with: "
+                            f"{first.command()}", bold=True)
+    return result
+
+
+# Tensors in assertions: summarised, never printed whole.
+
+# torch.testing.assert_close's defaults (rtol, atol) by dtype, from its documentation, for a call without them.
+DEFAULT_TOLERANCES = {"torch.float16": (1e-3, 1e-5), "torch.bfloat16": (1.6e-2, 1e-5),
+                      "torch.float32": (1.3e-6, 1e-5), "torch.float64": (1e-7, 1e-7),
+                      "torch.complex64": (1.3e-6, 1e-5), "torch.complex128": (1e-7, 1e-7)}
+
+
+def summarise(actual, expected, tolerance: tuple[float, float] | None = None) -> str:
+    """One line about two tensors: shapes and dtypes, how many elements differ by more than `tolerance`
+    ((rtol, atol); None for exact), the worst one."""
+    import torch
+
+    head = f"got shape {tuple(actual.shape)} {actual.dtype}, expected shape {tuple(expected.shape)} {expected.dtype}"
+    if actual.shape != expected.shape:
+        return head
+    if actual.numel() == 0:
+        return head + "; both empty"
+    rtol, atol = tolerance or (0.0, 0.0)
+    got, want = actual.detach().cpu().double(), expected.detach().cpu().double()
+    excess = torch.nan_to_num((got - want).abs() - (atol + rtol * want.abs()), nan=float("inf"))
+    off = (excess > 0) & ~(got.isnan() & want.isnan()) & ~(got == want)
+    allowed = "exact" if tolerance is None else f"atol={atol:g} + rtol={rtol:g} * |expected|"
+    if not bool(off.any()):
+        return f"{head}; all {got.numel()} elements within tolerance ({allowed})"
+    worst = int(torch.where(off, excess, -1.0).flatten().argmax())
+    index = tuple(int(i) for i in torch.unravel_index(torch.tensor(worst), want.shape))
+    return (f"{head}; {int(off.sum())} of {got.numel()} elements differ (tolerance: {allowed}); worst at "
+            f"index {index}: got {got.flatten()[worst].item():.6g}, expected {want.flatten()[worst].item():.6g}")
+
+
+def elide_tensors(text: str, keep: int = 40) -> str:
+    """Each `tensor(...)` longer than `keep` characters in an assertion's text, cut to its dimensions and start."""
+    out, start = [], 0
+    while (begin := text.find("tensor(", start)) >= 0:
+        depth, end = 0, begin + len("tensor")
+        for end in range(begin + len("tensor"), len(text)):
+            depth += {"(": 1, ")": -1}.get(text[end], 0)
+            if depth == 0:
+                break
+        body = text[begin + len("tensor("): end]
+        if len(body) > keep and not body.startswith("<"):
+            dims = len(body) - len(body.lstrip("["))
+            first = " ".join(body[:keep].replace("\\n", " ").split())  # the explanation escapes newlines
+            body = f"<{dims}-d, values {first} ...>"
+        out.append(text[start:begin] + f"tensor({body})")
+        start = end + 1
+    return "".join(out) + text[start:]
+
+
+def compared_tensors(excinfo: pytest.ExceptionInfo) -> tuple | None:
+    """(actual, expected, (rtol, atol)) from torch.testing.assert_close's frame when it raised on two tensors."""
+    torch = sys.modules.get("torch")
+    if torch is None or not excinfo.errisinstance(AssertionError):
+        return None
+    for entry in excinfo.traceback:
+        if entry.frame.code.name == "assert_close" and "torch" in str(entry.path):
+            found = entry.frame.f_locals
+            actual, expected = found.get("actual"), found.get("expected")
+            if isinstance(actual, torch.Tensor) and isinstance(expected, torch.Tensor):
+                rtol, atol = found.get("rtol"), found.get("atol")
+                if rtol is None or atol is None:
+                    rtol, atol = DEFAULT_TOLERANCES.get(str(expected.dtype), (0.0, 0.0))
+                return actual, expected, (float(rtol), float(atol))
+    return None
+
+
+def pytest_assertrepr_compare(config: pytest.Config, op: str, left, right) -> list[str] | None:
+    torch = sys.modules.get("torch")
+    if torch is None or op not in ("==", "!=") or not isinstance(left, torch.Tensor) \
+            or not isinstance(right, torch.Tensor):
+        return None
+    return [f"tensor {op} tensor", summarise(left, right)]
