@@ -7,12 +7,12 @@ state=${1:?usage: slurm-down.sh STATE_DIR}
 [ -f "$state/pids" ] || exit 0
 export SLURM_CONF="$state/slurm.conf"
 
-jobs=$(squeue -h -o '%A' 2>/dev/null | sort -u)
+jobs=$(timeout 10 squeue -h -o '%A' 2>/dev/null | sort -u)
 if [ -n "$jobs" ]; then
   scancel $jobs 2>/dev/null
   # KillWait=5: a job that ignores SIGTERM is killed after 5 s.
   for _ in $(seq 200); do
-    [ -z "$(squeue -h -t RUNNING,COMPLETING,PENDING,CONFIGURING -o '%A' 2>/dev/null)" ] && break
+    [ -z "$(timeout 10 squeue -h -t RUNNING,COMPLETING,PENDING,CONFIGURING -o '%A' 2>/dev/null)" ] && break
     sleep 0.1
   done
 fi
@@ -26,4 +26,8 @@ tac "$state/pids" | while read -r name pid; do
   alive "$pid" && { echo "$name ($pid) did not stop on SIGTERM: killed" >&2; kill -KILL "$pid" 2>/dev/null; }
 done
 rm -f "$state/pids"
+if [ -f "$state/munge-dir" ]; then
+  rm -rf -- "$(cat "$state/munge-dir")"
+  rm -f "$state/munge-dir"
+fi
 exit 0

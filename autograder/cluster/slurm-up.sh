@@ -33,19 +33,21 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-mkdir -p "$state/spool" "$state/statesave" "$state/log" "$state/munge"
+mkdir -p "$state/spool" "$state/statesave" "$state/log"
 : > "$state/pids"
 
-# munge: a key and a socket of this cluster's own, so that it never disturbs a munged already running.
-chown munge:munge "$state/munge" && chmod 700 "$state/munge"
-if [ ! -s "$state/munge/munge.key" ]; then
-  dd if=/dev/urandom of="$state/munge/munge.key" bs=1024 count=1 status=none
-fi
-chown munge:munge "$state/munge/munge.key" && chmod 400 "$state/munge/munge.key"
-socket="$state/munge/munge.socket"
-setsid setpriv --reuid=munge --regid=munge --init-groups munged -F --force --key-file="$state/munge/munge.key" --socket="$socket" \
-  --pid-file="$state/munge/munged.pid" --seed-file="$state/munge/munge.seed" \
-  --log-file="$state/log/munged.log" </dev/null >>"$state/log/munged.log" 2>&1 &
+# munge: a key and a socket of this cluster's own, so that it never disturbs a munged already running. munged
+# runs as the munge user, who may not be able to reach STATE_DIR (e.g. inside a private temporary folder): its
+# files go to a folder of their own, named in STATE_DIR/munge-dir for slurm-down.sh.
+munge_dir=$(mktemp -d "$( [ -d /run ] && echo /run || echo /tmp )/llmsys-munge.XXXXXX")
+echo "$munge_dir" > "$state/munge-dir"
+chown munge:munge "$munge_dir" && chmod 700 "$munge_dir"
+dd if=/dev/urandom of="$munge_dir/munge.key" bs=1024 count=1 status=none
+chown munge:munge "$munge_dir/munge.key" && chmod 400 "$munge_dir/munge.key"
+socket="$munge_dir/munge.socket"
+setsid setpriv --reuid=munge --regid=munge --init-groups munged -F --force --key-file="$munge_dir/munge.key" \
+  --socket="$socket" --pid-file="$munge_dir/munged.pid" --seed-file="$munge_dir/munge.seed" \
+  --log-file="$munge_dir/munged.log" </dev/null >>"$state/log/munged.out" 2>&1 &
 echo "munged $!" >> "$state/pids"
 
 cpus=$(nproc)
@@ -84,8 +86,10 @@ CONF
 export SLURM_CONF="$state/slurm.conf"
 
 # munged must answer before the Slurm daemons authenticate through it.
-for _ in $(seq 100); do
-  munge -n -S "$socket" </dev/null 2>/dev/null | unmunge -S "$socket" >/dev/null 2>&1 && break
+fail() { echo "$1; logs in $state/log" >&2; tail -n 20 "$state/log/"* "$munge_dir/munged.log" >&2 2>/dev/null; exit 1; }
+deadline=$((SECONDS + 30))
+until munge -n -S "$socket" </dev/null 2>/dev/null | unmunge -S "$socket" >/dev/null 2>&1; do
+  [ $SECONDS -lt $deadline ] || fail "munged did not answer in 30 s"
   sleep 0.1
 done
 setsid slurmctld -D -i -f "$SLURM_CONF" </dev/null >>"$state/log/slurmctld.out" 2>&1 &
@@ -93,13 +97,9 @@ echo "slurmctld $!" >> "$state/pids"
 setsid slurmd -D -f "$SLURM_CONF" </dev/null >>"$state/log/slurmd.out" 2>&1 &
 echo "slurmd $!" >> "$state/pids"
 
-for _ in $(seq 300); do
-  if sinfo -h -o '%t' 2>/dev/null | grep -qE '^(idle|mix|alloc)'; then
-    echo "export SLURM_CONF=$SLURM_CONF"
-    exit 0
-  fi
-  sleep 0.1
+deadline=$((SECONDS + 60))
+until timeout 10 sinfo -h -o '%t' 2>/dev/null | grep -qE '^(idle|mix|alloc)'; do
+  [ $SECONDS -lt $deadline ] || fail "Slurm did not come up in 60 s"
+  sleep 0.2
 done
-echo "Slurm did not come up in 30 s; logs in $state/log" >&2
-tail -n 20 "$state/log/"*.log >&2 || true
-exit 1
+echo "export SLURM_CONF=$SLURM_CONF"
