@@ -22,9 +22,11 @@ submitit's logs and each task's stdout and stderr are in OUT/.slurm/logs/.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -103,6 +105,11 @@ def read_report(path: Path) -> GradeReport | None:
         return None
 
 
+def done(report: GradeReport | None) -> bool:
+    """Whether a report on disk stands: one without tests is the grader's failure, graded again."""
+    return report is not None and bool(report.tests)
+
+
 class GradeTask:
     """What one array task runs on its node: grade its submissions with one warm grading server.
 
@@ -118,22 +125,29 @@ class GradeTask:
         from autograder.grade import GradingServer
 
         graded = []
+        # Slurm ends a cancelled or preempted task with SIGTERM to all its processes: the grading
+        # server dies with it, so stop, rather than write its failure down as the submission's report.
+        stopping = threading.Event()
+        previous = signal.signal(signal.SIGTERM, lambda *_: stopping.set())
         server = GradingServer(call_timeout=self.call_timeout, overlap=self.overlap)
         try:
             for name, path in chunk:
                 # The digest of what this node sees: a submission changed since the head looked is
                 # written under its new digest, which the head does not take.
                 target = report_path(Path(self.reports), name, submission_digest(Path(path)))
-                if target.exists():
+                if stopping.is_set() or done(read_report(target)):
                     continue
                 try:
                     report = server.grade(Path(path))
                 except Exception as exc:
                     report = GradeReport(name, log=[f"the grader failed on this submission on "
                                                     f"{socket.gethostname()}: {type(exc).__name__}: {exc}"])
+                if stopping.is_set() and not report.tests:
+                    continue
                 write_atomically(target, report.to_json())
                 graded.append(name)
         finally:
+            signal.signal(signal.SIGTERM, previous)
             server.close()
         return graded
 
@@ -202,8 +216,10 @@ class SlurmExecutor:
         digests = {name: submission_digest(path) for name, path in todo.items()}
         rest = {}
         for name, path in todo.items():  # graded by an earlier run's task: take it, submit nothing
-            report = read_report(report_path(reports, name, digests[name]))
-            if report is None:
+            target = report_path(reports, name, digests[name])
+            report = read_report(target)
+            if not done(report):
+                target.unlink(missing_ok=True)  # an earlier failure: this run's task writes anew
                 rest[name] = path
             else:
                 yield name, report
