@@ -87,14 +87,14 @@ def _feed_file(sha, path: Path) -> None:
 
 def run_batch(directory: Path, out: Path, workers: int = 1, grade_fn: GradeFn | None = None, *,
               call_timeout: float = 60.0, console: Console | None = None, overlap: str = "auto",
-              executor=None) -> list[dict]:
+              executor=None, regrade: tuple[str, ...] = ()) -> list[dict]:
     """Grade what is new or changed in `directory`; return the gradebook's rows (Gradebook.rows()).
 
     Without `grade_fn`, warm grading servers grade (autograder.grade.ServerPool), each call into
     student code allowed `call_timeout` seconds. `overlap` ("auto", "always", "never") says whether
     each server boots the next submission's sandbox while the current one grades (autograder.grade.overlaps).
     `executor` (e.g. autograder.executors.SlurmExecutor) grades elsewhere; `workers`, `grade_fn` and
-    `overlap` then do not apply."""
+    `overlap` then do not apply. The submissions named in `regrade` are graded again even where current."""
     directory, out = Path(directory), Path(out)
     if not directory.is_dir():
         raise BatchError(f"{directory} is not a folder: give a folder holding one folder or .zip "
@@ -114,15 +114,20 @@ def run_batch(directory: Path, out: Path, workers: int = 1, grade_fn: GradeFn | 
     executor = executor or LocalExecutor(workers, grade_fn)
     console = console or Console()
     entries, ignored = submission_entries(directory)
+    unknown = sorted(set(regrade) - set(entries))
+    if unknown:
+        raise BatchError(f"no submission named {', '.join(unknown)} in {directory}: --regrade takes the names "
+                         "the gradebook shows (a folder's name, or a .zip's without .zip)")
     if ignored:
         console.print(Text(f"not submissions (neither a folder nor a .zip), ignored: {', '.join(ignored)}"))
     with Gradebook(out / "gradebook.sqlite") as book:
         digests = {name: submission_digest(path) for name, path in entries.items()}
-        todo = {name: path for name, path in entries.items() if not book.is_current(name, digests[name])}
+        todo = {name: path for name, path in entries.items()
+                if name in regrade or not book.is_current(name, digests[name])}
         console.print(Text(f"{len(entries)} submissions in {directory}: {len(todo)} to grade, "
                            f"{len(entries) - len(todo)} already graded"))
         try:
-            for name, outcome in executor.run(todo, out, console) if todo else ():
+            for name, outcome in executor.run(todo, out, console, again=set(regrade)) if todo else ():
                 _store(name, digests[name], outcome, out, book, console)
         except ExecutorError as exc:
             raise BatchError(str(exc)) from None

@@ -1,7 +1,7 @@
 """The command line, a thin face over the two verbs:
 
     python -m autograder grade SUBMISSION [--assignment NAME] [--out DIR] [--timeout S] [--select EXPR] [--seed N]
-    python -m autograder batch DIR --out OUT [--workers N] [--timeout S] [--overlap auto|always|never]
+    python -m autograder batch DIR --out OUT [--workers N] [--timeout S] [--overlap auto|always|never] [--regrade NAME]
         [--course grading.toml] [--executor local|slurm] [--partition P] [--account A] [--qos Q]
         [--gpus-per-task G] [--constraint C] [--time MINUTES] [--per-task K] [--max-parallel N]
     python -m autograder nbgrader COURSE_DIR ASSIGNMENT [--workers N] [--timeout S]
@@ -69,6 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="whether each worker boots the next submission's sandbox while the current one is "
                        "graded, which keeps about two cores busy per worker; auto (the default) does so when "
                        "the machine has two cores per worker")
+    batch.add_argument("--regrade", action="append", default=[], metavar="NAME",
+                       help="grade this submission again even if its gradebook row is current (repeatable)")
     cluster = batch.add_argument_group("cluster", "where to grade; each option can also be set in the course "
                                        "file's [cluster] table, and the command line wins")
     cluster.add_argument("--course", type=Path, metavar="FILE", help=f"the course file (default: {COURSE_FILE} in "
@@ -136,7 +138,7 @@ def batch_command(args: argparse.Namespace) -> int:
     console = Console()
     try:
         rows = run_batch(args.directory, args.out, workers=args.workers, call_timeout=args.timeout,
-                         console=console, overlap=args.overlap, executor=executor)
+                         console=console, overlap=args.overlap, executor=executor, regrade=tuple(args.regrade))
     except BatchError as exc:
         args.parser.error(str(exc))
     console.print(gradebook_table(rows))

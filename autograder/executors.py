@@ -56,7 +56,9 @@ class LocalExecutor:
     def __init__(self, workers: int, grade_fn: Callable[[Path], GradeReport]) -> None:
         self.workers, self.grade_fn = workers, grade_fn
 
-    def run(self, todo: dict[str, Path], out: Path, console: Console) -> Iterator[tuple[str, Outcome]]:
+    def run(self, todo: dict[str, Path], out: Path, console: Console,
+            again: set[str] = frozenset()) -> Iterator[tuple[str, Outcome]]:
+        """Grade each of `todo` (`again` does not matter here: every submission given is graded)."""
         columns = (TextColumn("grading"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="grade")
         try:
@@ -209,7 +211,9 @@ class SlurmExecutor:
         self.poll_s, self.state_every_s = poll_s, state_every_s
         self.jobs: list = []  # the submitted array tasks (submitit jobs), for callers that watch them
 
-    def run(self, todo: dict[str, Path], out: Path, console: Console) -> Iterator[tuple[str, Outcome]]:
+    def run(self, todo: dict[str, Path], out: Path, console: Console,
+            again: set[str] = frozenset()) -> Iterator[tuple[str, Outcome]]:
+        """Grade each of `todo` on the cluster, but take a report already on disk, except for those in `again`."""
         from autograder.batch import submission_digest
 
         reports = (out / ".slurm" / "reports").resolve()
@@ -218,7 +222,7 @@ class SlurmExecutor:
         for name, path in todo.items():  # graded by an earlier run's task: take it, submit nothing
             target = report_path(reports, name, digests[name])
             report = read_report(target)
-            if not done(report):
+            if name in again or not done(report):
                 target.unlink(missing_ok=True)  # an earlier failure: this run's task writes anew
                 rest[name] = path
             else:
