@@ -21,6 +21,7 @@ submitit's logs and each task's stdout and stderr are in OUT/.slurm/logs/.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -128,7 +129,8 @@ class GradeTask:
 
         graded = []
         # Slurm ends a cancelled or preempted task with SIGTERM to all its processes: the grading
-        # server dies with it, so stop, rather than write its failure down as the submission's report.
+        # server dies with it, so stop, rather than write its failure down as the submission's report,
+        # and wait for Slurm to end or requeue the task (a task that returned would count as completed).
         stopping = threading.Event()
         previous = signal.signal(signal.SIGTERM, lambda *_: stopping.set())
         server = GradingServer(call_timeout=self.call_timeout, overlap=self.overlap)
@@ -151,6 +153,8 @@ class GradeTask:
         finally:
             signal.signal(signal.SIGTERM, previous)
             server.close()
+        while stopping.is_set():
+            time.sleep(1)
         return graded
 
     def checkpoint(self, chunk: list[tuple[str, str]]):
@@ -185,6 +189,19 @@ def refusal(exc: Exception, options: ClusterOptions) -> str:
     else:
         message += "; check the partition, account, QoS and constraint (sinfo, sacctmgr show assoc)"
     return message
+
+
+@contextlib.contextmanager
+def _cancel_on_exit(by_id: dict, waiting: dict[str, list[str]], console: Console):
+    """If the head stops early (Ctrl-C, an error), cancel the tasks still at work: the reports they
+    wrote are kept, and the next run submits the rest again rather than racing them."""
+    try:
+        yield
+    finally:
+        if waiting:
+            for job_id in waiting:
+                by_id[job_id].cancel(check=False)
+            console.print(f"cancelled {len(waiting)} unfinished array task(s); run the batch again to finish")
 
 
 def check_accounting() -> None:
@@ -263,7 +280,7 @@ class SlurmExecutor:
         total = sum(len(names) for names in waiting.values())
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         checked = 0.0
-        with Progress(*columns, console=console) as progress:
+        with Progress(*columns, console=console) as progress, _cancel_on_exit(by_id, waiting, console):
             bar = progress.add_task("slurm", total=total)
             while waiting:
                 if time.monotonic() - checked >= self.state_every_s:

@@ -123,14 +123,17 @@ def squeue(*args: str) -> str:
     return subprocess.run(["squeue", "-h", *args], capture_output=True, text=True, check=True).stdout
 
 
-def test_a_cancelled_task_loses_nothing_and_counts_nothing_twice(sample, tmp_path):
-    directory, local = sample
-    chosen = ["correct", "mistake-matmul-flops", "stubs"]
+CHOSEN = ["correct", "mistake-matmul-flops", "stubs"]
+
+
+def start_and_interrupt(directory: Path, tmp_path: Path, interrupt) -> tuple[Path, Path, SlurmExecutor, dict]:
+    """Grade three submissions in one task (in name order), from a head thread; once the first report is
+    written, call interrupt(the task's job) and wait for the head to finish."""
     subset = tmp_path / "c"
-    for name in chosen:
+    for name in CHOSEN:
         shutil.copytree(directory / name, subset / name)
     out = tmp_path / "out"
-    executor = slurm_executor(per_task=3)  # one task grades all three, in name order
+    executor = slurm_executor(per_task=3)
     first: dict = {}
     head = threading.Thread(target=lambda: first.setdefault("rows", run_batch(subset, out, console=quiet(),
                                                                                 executor=executor)))
@@ -139,9 +142,28 @@ def test_a_cancelled_task_loses_nothing_and_counts_nothing_twice(sample, tmp_pat
     while not list((out / ".slurm" / "reports").glob("*/*.json")) and head.is_alive() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert executor.jobs, "the batch submitted no job"
-    subprocess.run(["scancel", executor.jobs[0].job_id], check=True)
+    interrupt(executor.jobs[0])
     head.join(timeout=300)
     assert not head.is_alive()
+    return subset, out, executor, first
+
+
+def test_a_preempted_task_is_requeued_and_finishes_its_submissions(sample, tmp_path):
+    directory, local = sample
+    # What Slurm does to a preempted job: SIGTERM, then the signal submitit turns into a requeue.
+    _, out, executor, first = start_and_interrupt(directory, tmp_path, lambda job: job._interrupt())
+    assert [row["status"] for row in first["rows"]] == ["graded"] * 3, \
+        ([row["message"] for row in first["rows"]], (executor.jobs[0].stderr() or "")[-3000:])
+    assert book_of(out) == {name: local[name] for name in CHOSEN}
+    log = executor.jobs[0].stderr() or ""
+    assert "requeu" in log.lower(), log[-3000:]
+
+
+def test_a_cancelled_task_loses_nothing_and_counts_nothing_twice(sample, tmp_path):
+    directory, local = sample
+    chosen = CHOSEN
+    cancel = lambda job: subprocess.run(["scancel", job.job_id], check=True)  # noqa: E731
+    subset, out, executor, first = start_and_interrupt(directory, tmp_path, cancel)
     statuses = {row["name"]: row["status"] for row in first["rows"]}
     assert statuses["correct"] == "graded", "the first submission's report was lost"
     cancelled = [row for row in first["rows"] if row["status"] == "error"]
