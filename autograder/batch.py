@@ -21,7 +21,7 @@ from typing import Callable
 from rich.console import Console
 from rich.text import Text
 
-from autograder.executors import ExecutorError, LocalExecutor, Outcome
+from autograder.executors import ExecutorError, LocalExecutor, Outcome, SlurmExecutor
 from autograder.report import write_all
 from autograder.report.gradebook import Gradebook
 from autograder.report.text import clean
@@ -87,7 +87,7 @@ def _feed_file(sha, path: Path) -> None:
 
 def run_batch(directory: Path, out: Path, workers: int = 1, grade_fn: GradeFn | None = None, *,
               call_timeout: float = 60.0, console: Console | None = None, overlap: str = "auto",
-              executor=None, regrade: tuple[str, ...] = ()) -> list[dict]:
+              executor: LocalExecutor | SlurmExecutor | None = None, regrade: tuple[str, ...] = ()) -> list[dict]:
     """Grade what is new or changed in `directory`; return the gradebook's rows (Gradebook.rows()).
 
     Without `grade_fn`, warm grading servers grade (autograder.grade.ServerPool), each call into
