@@ -14,12 +14,11 @@
 set -euo pipefail
 
 state=${1:?usage: slurm-up.sh STATE_DIR}
-mkdir -p "$state"
-state=$(cd "$state" && pwd)
-
 if [ "$(id -u)" != 0 ]; then
   echo "cannot start Slurm: the daemons need root, and this runs as $(id -un)" >&2; exit 3
 fi
+mkdir -p "$state"
+state=$(cd "$state" && pwd)
 missing=()
 for pair in slurmctld:slurmctld slurmd:slurmd sbatch:slurm-client munged:munge; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair##*:}")
