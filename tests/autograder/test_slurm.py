@@ -48,8 +48,8 @@ def alive(pid: int) -> bool:
 
 
 @pytest.fixture(scope="session")
-def slurm(tmp_path_factory):
-    """A single-node Slurm for the session; SLURM_CONF and the sacct shim set in this process's environment."""
+def slurm_cluster(tmp_path_factory):
+    """A single-node Slurm for the session, torn down at its end: its state folder."""
     pytest.importorskip("submitit", reason="submitit (an instructor dependency) is not installed")
     state = tmp_path_factory.mktemp("slurm")
     up = subprocess.run([str(CLUSTER / "slurm-up.sh"), str(state)], capture_output=True, text=True, timeout=900)
@@ -57,22 +57,23 @@ def slurm(tmp_path_factory):
         pytest.skip(up.stderr.strip())
     pids = [int(line.split()[1]) for line in (state / "pids").read_text().splitlines()] \
         if (state / "pids").exists() else []
-    saved = {key: os.environ.get(key) for key in ("SLURM_CONF", "PATH")}
     try:
         assert up.returncode == 0, f"slurm-up.sh failed:\n{up.stdout}\n{up.stderr}"
-        os.environ["SLURM_CONF"] = str(state / "slurm.conf")
-        os.environ["PATH"] = f"{CLUSTER / 'bin'}{os.pathsep}{os.environ['PATH']}"
         yield state
     finally:
         down = subprocess.run([str(CLUSTER / "slurm-down.sh"), str(state)], capture_output=True, text=True,
                               timeout=300)
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
         left = [pid for pid in pids if alive(pid)]
         assert down.returncode == 0 and not left, f"Slurm daemons left running: {left}\n{down.stderr}"
+
+
+@pytest.fixture(scope="module")
+def slurm(slurm_cluster):
+    """The cluster, with SLURM_CONF and the sacct shim set in this process's environment for this module."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SLURM_CONF", str(slurm_cluster / "slurm.conf"))
+        patch.setenv("PATH", f"{CLUSTER / 'bin'}{os.pathsep}{os.environ['PATH']}")
+        yield slurm_cluster
 
 
 @pytest.fixture(scope="module")
