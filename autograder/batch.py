@@ -5,24 +5,23 @@
 Each entry of the folder that is a folder or a .zip is one submission, named after the entry
 (without .zip). A submission whose digest matches its gradebook row is skipped, so rerunning after
 a crash, or after adding or changing a few submissions, grades only what is new. Grading runs in
-`workers` threads (each grading runs its own subprocesses, so threads suffice); results are
-written to out/<name>/ and recorded in out/gradebook.sqlite by the main thread alone, as they
-arrive; out/grades.csv is exported at the end.
+`workers` threads (each grading runs its own subprocesses, so threads suffice), or on a Slurm
+cluster with `executor=SlurmExecutor(...)` (autograder.executors); results are written to
+out/<name>/ and recorded in out/gradebook.sqlite by the main thread alone, as they arrive;
+out/grades.csv is exported at the end.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import traceback
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Callable
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
+from autograder.executors import ExecutorError, LocalExecutor, Outcome, SlurmExecutor
 from autograder.report import write_all
 from autograder.report.gradebook import Gradebook
 from autograder.report.text import clean
@@ -87,12 +86,15 @@ def _feed_file(sha, path: Path) -> None:
 
 
 def run_batch(directory: Path, out: Path, workers: int = 1, grade_fn: GradeFn | None = None, *,
-              call_timeout: float = 60.0, console: Console | None = None, overlap: str = "auto") -> list[dict]:
+              call_timeout: float = 60.0, console: Console | None = None, overlap: str = "auto",
+              executor: LocalExecutor | SlurmExecutor | None = None, regrade: tuple[str, ...] = ()) -> list[dict]:
     """Grade what is new or changed in `directory`; return the gradebook's rows (Gradebook.rows()).
 
     Without `grade_fn`, warm grading servers grade (autograder.grade.ServerPool), each call into
     student code allowed `call_timeout` seconds. `overlap` ("auto", "always", "never") says whether
-    each server boots the next submission's sandbox while the current one grades (autograder.grade.overlaps)."""
+    each server boots the next submission's sandbox while the current one grades (autograder.grade.overlaps).
+    `executor` (e.g. autograder.executors.SlurmExecutor) grades elsewhere; `workers`, `grade_fn` and
+    `overlap` then do not apply. The submissions named in `regrade` are graded again even where current."""
     directory, out = Path(directory), Path(out)
     if not directory.is_dir():
         raise BatchError(f"{directory} is not a folder: give a folder holding one folder or .zip "
@@ -106,21 +108,29 @@ def run_batch(directory: Path, out: Path, workers: int = 1, grade_fn: GradeFn | 
     except ValueError as exc:
         raise BatchError(str(exc)) from None
     pool = None
-    if grade_fn is None:  # warm grading servers, one per worker thread
+    if grade_fn is None and executor is None:  # warm grading servers, one per worker thread
         pool = ServerPool(call_timeout=call_timeout, overlap=overlapping)
         grade_fn = pool.grade
+    executor = executor or LocalExecutor(workers, grade_fn)
     console = console or Console()
     entries, ignored = submission_entries(directory)
+    unknown = sorted(set(regrade) - set(entries))
+    if unknown:
+        raise BatchError(f"no submission named {', '.join(unknown)} in {directory}: --regrade takes the names "
+                         "the gradebook shows (a folder's name, or a .zip's without .zip)")
     if ignored:
         console.print(Text(f"not submissions (neither a folder nor a .zip), ignored: {', '.join(ignored)}"))
     with Gradebook(out / "gradebook.sqlite") as book:
         digests = {name: submission_digest(path) for name, path in entries.items()}
-        todo = {name: path for name, path in entries.items() if not book.is_current(name, digests[name])}
+        todo = {name: path for name, path in entries.items()
+                if name in regrade or not book.is_current(name, digests[name])}
         console.print(Text(f"{len(entries)} submissions in {directory}: {len(todo)} to grade, "
                            f"{len(entries) - len(todo)} already graded"))
         try:
-            if todo:
-                _grade_all(todo, digests, out, workers, grade_fn, book, console)
+            for name, outcome in executor.run(todo, out, console, again=set(regrade)) if todo else ():
+                _store(name, digests[name], outcome, out, book, console)
+        except ExecutorError as exc:
+            raise BatchError(str(exc)) from None
         finally:
             if pool is not None:
                 pool.close()
@@ -128,30 +138,13 @@ def run_batch(directory: Path, out: Path, workers: int = 1, grade_fn: GradeFn | 
         return book.rows()
 
 
-def _grade_all(todo: dict[str, Path], digests: dict[str, str], out: Path, workers: int, grade_fn: GradeFn,
-               book: Gradebook, console: Console) -> None:
-    columns = (TextColumn("grading"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grade")
-    try:
-        with Progress(*columns, console=console) as progress:
-            task = progress.add_task("grading", total=len(todo))
-            futures = {pool.submit(grade_fn, path): name for name, path in todo.items()}
-            for future in as_completed(futures):
-                name = futures[future]
-                _store(name, digests[name], future, out, book, console)
-                progress.advance(task)
-    finally:
-        # On Ctrl-C, do not start the submissions still queued; the gradebook keeps what is done.
-        pool.shutdown(wait=False, cancel_futures=True)
-
-
-def _store(name: str, digest: str, future: Future, out: Path, book: Gradebook, console: Console) -> None:
-    try:
-        report = future.result()
-    except Exception as exc:
-        book.record_error(name, digest, "".join(traceback.format_exception(exc)))
-        _say_error(console, name, f"grading raised {type(exc).__name__}: {exc}")
+def _store(name: str, digest: str, outcome: Outcome, out: Path, book: Gradebook, console: Console) -> None:
+    """Record one outcome: a report, or the reason (a traceback, a task's end) it was not graded."""
+    if isinstance(outcome, str):
+        book.record_error(name, digest, outcome)
+        _say_error(console, name, outcome.strip().splitlines()[-1] if outcome.strip() else "no reason given")
         return
+    report = outcome
     write_all(report, out / name)
     if not report.tests:
         # grade() reports a failure of the grader itself as a report without tests.

@@ -1,6 +1,6 @@
 """Benchmarks of the grading loop: the trusted grader against nbgrader, and the student's `make test`.
 
-    python -m autograder.bench [--size 20] [--out build/bench_grader.md] [--no-nbgrader]
+    python -m autograder.bench [--size 20] [--out build/bench_grader.md] [--no-nbgrader] [--no-slurm]
 
 All in one run, on one cohort of `--size` resource_accounting submissions built from the reference
 and its typical mistakes (autograder.cohort), so that every figure is measured under the same load:
@@ -14,7 +14,13 @@ and its typical mistakes (autograder.cohort), so that every figure is measured u
 2. nbgrader's own `nbgrader autograde` (the real command) on the same submissions as notebooks of
    the nbgrader course (`make nbgrader`): each notebook is the released one with its module cells
    holding that submission's files, so both graders run the same code through the same tests;
-3. the student loop: `make test` in the student release (`make release`), after install, on the
+3. the same cohort through `batch --executor slurm` on a single-node Slurm that the bench starts and
+   stops (autograder/cluster/slurm-up.sh; root and apt-get, else the table says why it is missing),
+   with an array of as many tasks that do nothing for the overhead per task; from these and the
+   seconds to grade flash_attention on one GPU (measured where CUDA is available, else
+   `--gpu-seconds`), a projection of the wall time for 600 submissions on 1, 8 and 32 GPU nodes,
+   with its assumptions beside it (`--no-slurm` leaves this out);
+4. the student loop: `make test` in the student release (`make release`), after install, on the
    stubs, for each assignment and for both; and the time until the first failure's message is on
    the screen with `PYTEST_ARGS=-x` (stop at the first failure, print it).
 
@@ -40,9 +46,12 @@ from rich.table import Table
 
 from autograder import cohort
 from autograder.grade import cores, overlaps
+from autograder.results import GradeReport
 
 ASSIGNMENT = "resource_accounting"
 ROOT = Path(__file__).resolve().parents[1]
+CLUSTER = ROOT / "autograder" / "cluster"
+PER_TASK = 4  # submissions per array task on the single-node Slurm
 # The cohort cycles through these: the reference and each typical mistake.
 KINDS = (cohort.Member("correct", "solutions"),) + cohort.MISTAKES
 
@@ -75,9 +84,9 @@ def environment() -> dict[str, str]:
     return env
 
 
-def timed(command: list[str], cwd: Path) -> tuple[float, subprocess.CompletedProcess]:
+def timed(command: list[str], cwd: Path, env: dict | None = None) -> tuple[float, subprocess.CompletedProcess]:
     started = time.perf_counter()
-    done = subprocess.run(command, cwd=cwd, env=environment(), capture_output=True, text=True)
+    done = subprocess.run(command, cwd=cwd, env=env or environment(), capture_output=True, text=True)
     return time.perf_counter() - started, done
 
 
@@ -90,6 +99,93 @@ def trusted_batch(cohort_dir: Path, out: Path, workers: int, overlap: str) -> Ro
     count = len(list(cohort_dir.iterdir()))
     auto = " (the default here)" if overlaps("auto", workers) == (overlap == "always") else ""
     return Row(f"trusted grader, batch {' '.join(flags)}", seconds, count, f"public + hidden tests, sandboxed{auto}")
+
+
+EMPTY_ARRAY = """
+import sys, submitit
+from autograder.course import ClusterOptions
+from autograder.executors import sbatch_parameters
+executor = submitit.SlurmExecutor(folder=sys.argv[1] + "/%j")
+executor.update_parameters(**sbatch_parameters(ClusterOptions(executor="slurm", partition="cpu")))
+jobs = executor.map_array(abs, range(int(sys.argv[2])))
+assert [job.result() for job in jobs] == list(range(int(sys.argv[2])))
+"""
+
+
+def slurm_path(cohort_dir: Path, work: Path, per_task: int) -> tuple[list[Row], dict[str, float]]:
+    """The same cohort through `batch --executor slurm` on a single-node Slurm started here
+    (autograder/cluster/slurm-up.sh), and an array of as many tasks that do nothing (the overhead).
+
+    Returns the rows and the figures the projection needs: seconds to grade one submission inside a
+    task (the reports' execution_time, warm server) and seconds per task of the empty array."""
+    state = work / "slurm"
+    up = subprocess.run([str(CLUSTER / "slurm-up.sh"), str(state)], capture_output=True, text=True)
+    try:
+        if up.returncode != 0:
+            raise RuntimeError(f"Slurm could not be started here: {up.stderr.strip()[-500:]}")
+        env = environment()
+        env.update(SLURM_CONF=str(state / "slurm.conf"), PATH=f"{CLUSTER / 'bin'}{os.pathsep}{env['PATH']}")
+        out = work / "grades-slurm"
+        flags = ["--executor", "slurm", "--partition", "cpu", "--per-task", str(per_task)]
+        seconds, done = timed([sys.executable, "-m", "autograder", "batch", str(cohort_dir), "--out", str(out),
+                               *flags], ROOT, env)
+        if done.returncode != 0:
+            raise RuntimeError(f"batch --executor slurm failed (exit {done.returncode}):\n{done.stdout[-3000:]}")
+        count = len(list(cohort_dir.iterdir()))
+        tasks = -(-count // per_task)
+        inside = [GradeReport.from_json(p.read_text()).execution_time for p in (out / ".slurm" / "reports").glob("*/*.json")]
+        empty, done = timed([sys.executable, "-c", EMPTY_ARRAY, str(work / "empty-array"), str(tasks)], ROOT, env)
+        if done.returncode != 0:
+            raise RuntimeError(f"the empty job array failed:\n{done.stderr[-3000:]}")
+    finally:
+        subprocess.run([str(CLUSTER / "slurm-down.sh"), str(state)], capture_output=True, text=True)
+    rows = [Row(f"trusted grader, batch {' '.join(flags)}", seconds, count,
+                f"{tasks} array task(s), cpus_per_task 2, on a single-node Slurm on this machine"),
+            Row(f"Slurm overhead: an array of {tasks} task(s) that do nothing", empty, tasks,
+                "per task: scheduling, Python and submitit start-up, result file")]
+    return rows, {"inside": sum(inside) / len(inside), "task": empty / tasks}
+
+
+def gpu_seconds(assumed: float) -> tuple[float, str]:
+    """Seconds to grade flash_attention (the GPU tests among them) on one GPU: measured on the reference
+    where this machine has a CUDA GPU, else `assumed`."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return assumed, (f"{assumed:g} s per submission, assumed (no GPU here: make bench-grader on a GPU node "
+                         "measures it, or pass BENCH_GRADER_ARGS=--gpu-seconds S)")
+    with tempfile.TemporaryDirectory(prefix="llmsys-gpu-") as tmp:
+        (reference,) = cohort.build(Path(tmp), ["flash_attention"], [cohort.Member("correct", "solutions")])
+        from autograder.grade import grade
+
+        report = grade(reference, assignment="flash_attention")
+    return report.execution_time, (f"{report.execution_time:.1f} s per submission, measured on the reference "
+                                   f"on {torch.cuda.get_device_name()}")
+
+
+def projection(inside: float, task: float, gpu: float, per_task: int = 8, count: int = 600,
+               nodes: tuple[int, ...] = (1, 8, 32)) -> list[tuple[int, float]]:
+    """Wall seconds to grade `count` submissions on each number of GPU nodes: tasks of `per_task`
+    submissions, one task per node at a time, each task `task` seconds of overhead plus `per_task` x
+    (`inside` + `gpu`) seconds of grading; waves of tasks until all are done."""
+    tasks = -(-count // per_task)
+    one_task = task + per_task * (inside + gpu)
+    return [(n, -(-tasks // n) * one_task) for n in nodes]
+
+
+def projection_markdown(figures: dict[str, float], gpu: float, gpu_note: str, per_task: int = 8) -> str:
+    lines = ["", f"Projection: 600 submissions, {per_task} per array task, both assignments", "",
+             "| GPU nodes | wall time | submissions per hour |", "|---:|---:|---:|"]
+    for n, seconds in projection(figures["inside"], figures["task"], gpu, per_task):
+        lines.append(f"| {n} | {seconds / 60:.0f} min | {600 / seconds * 3600:.0f} |")
+    lines += ["", "Assumptions:",
+              f"- resource_accounting takes {figures['inside']:.1f} s per submission inside a task (its grading "
+              "server's start included), as measured here through Slurm; a GPU node's CPU is usually faster;",
+              f"- flash_attention, whose GPU tests need the GPU: {gpu_note};",
+              f"- each task costs {figures['task']:.1f} s of overhead (the empty array measured here) on top;",
+              "- one task per node at a time, each with one GPU; tasks run in waves of as many as there are nodes;",
+              "- no queue wait: the course's partition and QoS give the nodes at once; no task is preempted."]
+    return "\n".join(lines) + "\n"
 
 
 def notebooks_course(course: Path, submissions: list[Path]) -> None:
@@ -189,7 +285,10 @@ def markdown(rows: list[Row], lines: list[str], size: int, host: str) -> str:
     return "\n".join(out + [""] + [f"- {line}" for line in lines]) + "\n"
 
 
-def run(size: int, out: Path, with_nbgrader: bool, console: Console) -> str:
+def run(size: int, out: Path, with_nbgrader: bool, console: Console, with_slurm: bool = True,
+        assumed_gpu: float = 60.0) -> str:
+    cluster_rows: list[Row] = []
+    cluster_text = ""
     with tempfile.TemporaryDirectory(prefix="llmsys-bench-") as tmp:
         work = Path(tmp)
         submissions = build_cohort(work / "cohort", size)
@@ -198,6 +297,14 @@ def run(size: int, out: Path, with_nbgrader: bool, console: Console) -> str:
             console.print(f"grading {size} submissions with the trusted grader, --overlap {way}, one worker then two ...")
             for n in (1, 2):
                 measured[f"{way}{n}"] = trusted_batch(work / "cohort", work / f"grades-{way}-{n}", n, way)
+        if with_slurm:
+            console.print(f"the same submissions through --executor slurm on a single-node Slurm, {PER_TASK} per task ...")
+            try:
+                cluster_rows, figures = slurm_path(work / "cohort", work, PER_TASK)
+                gpu, gpu_note = gpu_seconds(assumed_gpu)
+                cluster_text = projection_markdown(figures, gpu, gpu_note)
+            except RuntimeError as exc:
+                cluster_text = f"\nThe Slurm path was not measured: {exc}\n"
         if with_nbgrader:
             console.print("the same submissions as notebooks through nbgrader autograde ...")
             notebooks_course(work / "course", submissions)
@@ -207,7 +314,7 @@ def run(size: int, out: Path, with_nbgrader: bool, console: Console) -> str:
 
         release.build(work / "student")
         student = student_loop(work / "student")
-    rows = list(measured.values()) + student
+    rows = list(measured.values()) + cluster_rows + student
     host = machine()
     table = Table("run", "seconds", "per submission", "note", title="grading loop")
     for row in rows:
@@ -216,7 +323,8 @@ def run(size: int, out: Path, with_nbgrader: bool, console: Console) -> str:
     lines = ratios(measured, cores())
     for line in lines:
         console.print(line)
-    text = markdown(rows, lines, size, host)
+    text = markdown(rows, lines, size, host) + cluster_text
+    console.print(cluster_text)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")
     console.print(f"wrote {out}")
@@ -228,10 +336,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=20, help="submissions in the cohort (default 20)")
     parser.add_argument("--out", type=Path, default=Path("build/bench_grader.md"), help="the Markdown table")
     parser.add_argument("--no-nbgrader", dest="nbgrader", action="store_false", help="leave nbgrader out")
+    parser.add_argument("--no-slurm", dest="slurm", action="store_false",
+                        help="leave out the Slurm path (which starts a single-node Slurm: root and apt-get)")
+    parser.add_argument("--gpu-seconds", type=float, default=60.0, metavar="S",
+                        help="for the projection where there is no GPU: seconds to grade flash_attention on one "
+                        "GPU (default 60, an assumption; measured instead where CUDA is available)")
     args = parser.parse_args(argv)
     if args.size < 2:
         parser.error("--size must be at least 2 (two workers need two submissions)")
-    run(args.size, args.out, args.nbgrader, Console())
+    run(args.size, args.out, args.nbgrader, Console(), args.slurm, args.gpu_seconds)
     return 0
 
 

@@ -1,7 +1,9 @@
 """The command line, a thin face over the two verbs:
 
     python -m autograder grade SUBMISSION [--assignment NAME] [--out DIR] [--timeout S] [--select EXPR] [--seed N]
-    python -m autograder batch DIR --out OUT [--workers N] [--timeout S] [--overlap auto|always|never]
+    python -m autograder batch DIR --out OUT [--workers N] [--timeout S] [--overlap auto|always|never] [--regrade NAME]
+        [--course grading.toml] [--executor local|slurm] [--partition P] [--account A] [--qos Q]
+        [--gpus-per-task G] [--constraint C] [--time MINUTES] [--per-task K] [--max-parallel N]
     python -m autograder nbgrader COURSE_DIR ASSIGNMENT [--workers N] [--timeout S]
 
 Exit codes: 0 when grading completed, whatever the score; 1 when the grader itself failed on a
@@ -18,10 +20,13 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from autograder.course import COURSE_FILE, EXECUTORS, ClusterOptions, CourseError, load_cluster
 from autograder.grade import OVERLAP_CHOICES
 from autograder.report.terminal import gradebook_table, print_report
 
 DEFAULT_TIMEOUT = 60.0
+CLUSTER_FLAGS = ("executor", "partition", "account", "qos", "gpus_per_task", "constraint", "time", "per_task",
+                 "max_parallel")
 
 
 def _positive(kind: type):
@@ -64,6 +69,26 @@ def build_parser() -> argparse.ArgumentParser:
                        help="whether each worker boots the next submission's sandbox while the current one is "
                        "graded, which keeps about two cores busy per worker; auto (the default) does so when "
                        "the machine has two cores per worker")
+    batch.add_argument("--regrade", action="append", default=[], metavar="NAME",
+                       help="grade this submission again even if its gradebook row is current (repeatable)")
+    cluster = batch.add_argument_group("cluster", "where to grade; each option can also be set in the course "
+                                       "file's [cluster] table, and the command line wins")
+    cluster.add_argument("--course", type=Path, metavar="FILE", help=f"the course file (default: {COURSE_FILE} in "
+                         "the working folder, if there is one)")
+    cluster.add_argument("--executor", choices=EXECUTORS, help="local: threads on this machine (the default); "
+                         "slurm: a job array on a Slurm cluster, through submitit")
+    cluster.add_argument("--partition", metavar="P", help="the Slurm partition (e.g. a course's GPU partition)")
+    cluster.add_argument("--account", metavar="A", help="the Slurm account to charge")
+    cluster.add_argument("--qos", metavar="Q", help="the Slurm quality of service")
+    cluster.add_argument("--gpus-per-task", type=_positive(int), metavar="G", help="GPUs for each array task")
+    cluster.add_argument("--constraint", metavar="C", help="a node feature, e.g. the GPU model, so that speed tests "
+                         "compare like with like")
+    cluster.add_argument("--time", type=_positive(int), metavar="MINUTES", help="time limit of each array task "
+                         "(default 60)")
+    cluster.add_argument("--per-task", type=_positive(int), metavar="K", help="submissions graded by each array "
+                         "task, one warm grading server for all K (default 4)")
+    cluster.add_argument("--max-parallel", type=_positive(int), metavar="N", help="array tasks running at once "
+                         "(default 64)")
     batch.set_defaults(command=batch_command, parser=batch)
     course = verbs.add_parser("nbgrader", help="grade an nbgrader course's submitted notebooks into its gradebook")
     course.add_argument("course", type=Path, help="the nbgrader course directory (with nbgrader_config.py)")
@@ -105,14 +130,27 @@ def grade_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def cluster_options(args: argparse.Namespace) -> ClusterOptions:
+    """The course file's [cluster] options with those given on the command line put in."""
+    course = args.course or (Path(COURSE_FILE) if Path(COURSE_FILE).is_file() else None)
+    try:
+        options = load_cluster(course) if course else ClusterOptions()
+        return options.replace(**{name: getattr(args, name) for name in CLUSTER_FLAGS})
+    except CourseError as exc:
+        args.parser.error(str(exc))
+
+
 def batch_command(args: argparse.Namespace) -> int:
     require_isolation(args)
     from autograder.batch import BatchError, run_batch
+    from autograder.executors import SlurmExecutor
 
+    options = cluster_options(args)
+    executor = SlurmExecutor(options, call_timeout=args.timeout) if options.executor == "slurm" else None
     console = Console()
     try:
         rows = run_batch(args.directory, args.out, workers=args.workers, call_timeout=args.timeout,
-                         console=console, overlap=args.overlap)
+                         console=console, overlap=args.overlap, executor=executor, regrade=tuple(args.regrade))
     except BatchError as exc:
         args.parser.error(str(exc))
     console.print(gradebook_table(rows))

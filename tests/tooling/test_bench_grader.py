@@ -68,3 +68,11 @@ def test_the_default_compared_is_the_one_auto_picks_for_the_machine():
                                                              "2.00 s to 1.10 s")
     assert bench.ratios(measured, available=1)[3].startswith("the default (--overlap auto), one worker to two: "
                                                              "3.00 s to 1.60 s")
+
+
+def test_the_projection_runs_tasks_in_waves_of_as_many_as_there_are_nodes():
+    # 600 submissions, 8 per task: 75 tasks of 2 s overhead + 8 x (3 s + 60 s) = 506 s each;
+    # 75 waves on one node, 10 on 8 nodes (the last one partly full), 3 on 32.
+    assert bench.projection(inside=3.0, task=2.0, gpu=60.0) == [(1, 75 * 506.0), (8, 10 * 506.0), (32, 3 * 506.0)]
+    text = bench.projection_markdown({"inside": 3.0, "task": 2.0}, 60.0, "60 s per submission, assumed")
+    assert "| 8 | 84 min | 427 |" in text and "Assumptions:" in text and "assumed" in text
