@@ -168,33 +168,25 @@ def jit_function(module_name: str, kernel_name: str):
 
 
 def _compile_error(exc: BaseException, fn) -> tuple[str, str, str]:
-    """(message, file:line, source line) of a Triton CompilationError: the innermost one in the chain."""
+    """(message, where, source) of a Triton CompilationError: where and source follow the chain of calls
+    from the kernel down to the failing line ("flash_triton.py:150 -> flash_triton.py:91")."""
     from triton.compiler.errors import CompilationError
 
-    inner = exc
-    while isinstance(inner.__cause__, CompilationError):
-        inner = inner.__cause__
-    message = (getattr(inner, "error_message", None) or str(inner)).strip()
-    node, src = getattr(inner, "node", None), getattr(inner, "src", None)
-    where = source_line = ""
-    if src and hasattr(node, "lineno"):
+    chain = [exc]
+    while isinstance(chain[-1].__cause__, CompilationError):
+        chain.append(chain[-1].__cause__)
+    message = (getattr(chain[-1], "error_message", None) or str(chain[-1])).strip()
+    places, lines = [], []
+    for error in chain:
+        node, src = getattr(error, "node", None), getattr(error, "src", None)
+        if not src or not hasattr(node, "lineno"):
+            continue
+        text = src.split("\n")
+        line = text[node.lineno - 1].strip() if 1 <= node.lineno <= len(text) else ""
         found = _locate(src, fn)
-        rel = node.lineno
-        lines = src.split("\n")
-        if found is not None:
-            path, first = found
-            text = Path(path).read_text().split("\n")
-            # Triton numbers lines from the def line of the function (1) in some versions and by file in
-            # others: take the file line whose text matches the source's.
-            if 1 <= rel <= len(lines):
-                line, source_line = first + rel - 1, lines[rel - 1].strip()
-            else:
-                line = rel
-                source_line = text[line - 1].strip() if 0 < line <= len(text) else ""
-            where = f"{Path(path).name}:{line}"
-        elif 1 <= rel <= len(lines):
-            source_line = lines[rel - 1].strip()
-    return _short(message), where, source_line
+        places.append(f"{Path(found[0]).name}:{found[1] + node.lineno - 1}" if found else f"line {node.lineno}")
+        lines.append(line)
+    return _short(message), " -> ".join(places), " -> ".join(lines)
 
 
 def _locate(src: str, fn) -> tuple[str, int] | None:
