@@ -138,19 +138,31 @@ class BuildResult:
 
     def problems(self) -> list[str]:
         """What is wrong with this build for a GPU, in words; empty when nothing is."""
-        if not self.ok:
-            return [f"does not compile for {self.target}: {self.error}" + (f" ({self.where})" if self.where else "")]
-        found = []
-        if not self.fits:
-            found.append(f"shared memory {self.shared_bytes / 1024:.0f} KiB > {self.shared_limit // 1024} KiB on "
-                         f"{self.target}: smaller tiles or fewer stages")
-        if self.dots and not self.tensor_cores:
-            found.append(f"{self.dots} tl.dot without tensor-core instructions on {self.target}: give tl.dot "
-                         "bf16/fp16 operands (not fp32) so it uses the tensor cores")
-        return found
+        return build_problems(asdict(self), self.shared_limit)
 
     def to_dict(self) -> dict:
         return {**asdict(self), "fits": self.fits, "problems": self.problems()}
+
+
+def build_problems(result: dict, shared_limit: int) -> list[str]:
+    """What is wrong with one build (a BuildResult as plain data) for a GPU whose blocks may use
+    `shared_limit` bytes of shared memory; empty when nothing is. A pure function of the data, so that
+    the grader can judge a build reported by an untrusted process against its own limit."""
+    target = result.get("target", "the GPU")
+    if not result.get("ok"):
+        where = result.get("where") or ""
+        line = result.get("source_line") or ""
+        at = f" (at {where}: {line})" if where else ""
+        return [f"does not compile for {target}: {result.get('error') or 'no message'}{at}"]
+    found = []
+    shared = result.get("shared_bytes")
+    if not isinstance(shared, int) or shared > shared_limit:
+        found.append(f"shared memory {shared / 1024:.0f} KiB > {shared_limit // 1024} KiB on {target}: smaller "
+                     "tiles or fewer stages" if isinstance(shared, int) else "no shared-memory size reported")
+    if result.get("dots") and not result.get("tensor_cores"):
+        found.append(f"{result['dots']} tl.dot without tensor-core instructions on {target}: give tl.dot "
+                     "bf16/fp16 operands (not fp32 with input_precision=\"ieee\") so it uses the tensor cores")
+    return found
 
 
 def jit_function(module_name: str, kernel_name: str):
@@ -419,33 +431,61 @@ def print_table(results: list[BuildResult]) -> None:
 # ---- The grader's request: a student's functions, compiled in a subprocess -----------------------
 
 
-def student_call(request: dict):
-    """A call running the student's FlashAttentionTriton forward and backward as on a GPU (default tiles)."""
+def student_parts(request: dict) -> dict:
+    """{"forward": launches, "backward": launches} of the student's FlashAttentionTriton run as on a GPU,
+    or {part: "error message"} for a part whose host code failed (the backward needs the forward)."""
+    import importlib
 
-    def call(make):
-        import importlib
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
 
-        function = getattr(importlib.import_module(request["module"]), request["function"])
-        shape = (*request["lead"], request["n"], request["head_dim"])
-        autograd_function_call(function, make, shape, _torch_dtype(request["dtype"]), request["is_causal"])
+    from kernels.launches import record_launches
 
-    return call
+    function = getattr(importlib.import_module(request["module"]), request["function"])
+    shape = (*request["lead"], request["n"], request["head_dim"])
+    dtype = _torch_dtype(request["dtype"])
+    ctx, parts = _Context(), {}
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        q, k, v, do = (torch.empty(*shape, dtype=dtype, device="cuda") for _ in range(4))
+        for part, step in (("forward", lambda: function.forward(ctx, q, k, v, request["is_causal"])),
+                           ("backward", lambda: function.backward(ctx, do))):
+            try:
+                with record_launches(dry_run=True) as record:
+                    step()
+            except Exception as exc:  # noqa: BLE001  (the student's host code failed: report it)
+                parts[part] = f"{request['function']}.{part} failed when run as on a GPU: {type(exc).__name__}: " \
+                              f"{_short(str(exc))}"
+                if part == "forward":
+                    parts["backward"] = "not run: the forward failed"
+                    break
+            else:
+                parts[part] = unique_launches(record.launches)
+    return parts
 
 
 def answer_request(request: dict) -> dict:
-    """{"launches": [...], "builds": [...]} or {"error": "..."} for one compile request (see run_request)."""
-    try:
-        launches = unique_launches(gpu_launches(student_call(request)))
-    except Exception as exc:  # noqa: BLE001  (the student's host code failed: report it, do not raise)
-        return {"error": f"running {request['function']} as on a GPU failed: {type(exc).__name__}: {_short(str(exc))}"}
-    builds = []
-    for launch in launches:
+    """For each part asked for (request["parts"], default both of "forward" and "backward"):
+    {"launches": [...], "builds": [...]} or {"error": "..."}.
+
+    The request: module and function (an autograd.Function with static forward and backward), dtype
+    ("bf16", "fp16"), target ("sm_90"), lead dims, n, head_dim, is_causal, and all_configs (build every
+    autotune config, not only the first)."""
+    answer = {}
+    wanted = request.get("parts", ("forward", "backward"))
+    for part, launches in student_parts(request).items():
+        if part not in wanted:
+            continue
+        if isinstance(launches, str):
+            answer[part] = {"error": launches}
+            continue
         try:
-            specs = builds_for(launch, request["target"], request["dtype"], all_configs=request.get("all_configs", False))
+            specs = [spec for launch in launches for spec in
+                     builds_for(launch, request["target"], request["dtype"], request.get("all_configs", False))]
         except ValueError as exc:
-            return {"error": str(exc), "launches": launches}
-        builds += [build(spec).to_dict() for spec in specs]
-    return {"launches": launches, "builds": builds}
+            answer[part] = {"error": str(exc), "launches": launches}
+            continue
+        answer[part] = {"launches": launches, "builds": [build(spec).to_dict() for spec in specs]}
+    return answer
 
 
 def run_request(request: dict, timeout: float = 300.0) -> dict:
