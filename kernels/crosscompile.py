@@ -492,13 +492,15 @@ def run_request(request: dict, timeout: float = 300.0) -> dict:
     """Answer `request` in a fresh Python process where Triton compiles (TRITON_INTERPRET=0).
 
     For interpreted processes (the grader's worker on a CPU). The subprocess inherits this process's
-    limits, sandbox and TRITON_CACHE_DIR; its result comes back through a file, so that what the code
+    import path, limits, sandbox and TRITON_CACHE_DIR; its result comes back through a file, so that what the code
     prints cannot corrupt it.
     """
     with tempfile.TemporaryDirectory() as scratch:
         inbox, outbox = Path(scratch) / "request.json", Path(scratch) / "answer.json"
         inbox.write_text(json.dumps(request))
-        env = {**os.environ, "TRITON_INTERPRET": "0"}
+        # This process's import path (the submission or tree included), so the child imports the same modules.
+        path = os.pathsep.join(p for p in sys.path if p and Path(p).is_dir())
+        env = {**os.environ, "TRITON_INTERPRET": "0", "PYTHONPATH": path}
         try:
             done = subprocess.run([sys.executable, "-m", "kernels.crosscompile", "--request", str(inbox), "--out",
                                    str(outbox)], env=env, capture_output=True, text=True, timeout=timeout)

@@ -258,6 +258,7 @@ def triton_gpu_builds(dtype: str, target: str, part: str, lead: list, n: int, he
     """
     from kernels.crosscompile import run_request
 
-    return run_request(dict(module="flash_attention.flash_triton", function="FlashAttentionTriton", dtype=dtype,
-                            target=target, parts=[part], lead=list(lead), n=n, head_dim=head_dim,
-                            is_causal=is_causal)).get(part, {"error": f"no answer for the {part}"})
+    answer = run_request(dict(module="flash_attention.flash_triton", function="FlashAttentionTriton", dtype=dtype,
+                              target=target, parts=[part], lead=list(lead), n=n, head_dim=head_dim,
+                              is_causal=is_causal))
+    return answer if "error" in answer else answer.get(part, {"error": f"the compiler gave no answer for the {part}"})
