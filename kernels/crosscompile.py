@@ -376,16 +376,17 @@ def demos_call(dtype: str):
 
 
 def matrix(targets, dtypes, head_dims, all_configs: bool, tree: str = "solutions") -> list[Build]:
-    """Every build of the project's kernels: FlashAttention (causal and not) and the demos."""
+    """Every build of the project's kernels: FlashAttention causal (at every autotune config) and not
+    causal (at the first: the same code as the causal kernels' unmasked loop), and the demos."""
     builds = []
     for dtype in dtypes:
-        cases = [(f"{dtype} d {d} {'causal' if causal else 'full'}", flash_attention_call(tree, dtype, d, causal))
-                 for d in head_dims for causal in (True, False)]
-        cases.append((f"{dtype}", demos_call(dtype)))
-        for label, call in cases:
+        cases = [(f"{dtype} d {d} {'causal' if causal else 'full'}", flash_attention_call(tree, dtype, d, causal),
+                  all_configs and causal) for d in head_dims for causal in (True, False)]
+        cases.append((f"{dtype}", demos_call(dtype), all_configs))
+        for label, call, every_config in cases:
             for launch in unique_launches(gpu_launches(call)):
                 for target in targets:
-                    builds += builds_for(launch, target, label, all_configs)
+                    builds += builds_for(launch, target, label, every_config)
     seen, kept = set(), []
     for b in builds:  # a kernel without the causal flag (the preprocess) appears in both cases: build once
         key = json.dumps([b.module, b.kernel, b.target, b.signature, b.constexprs, b.num_warps, b.num_stages],
@@ -405,27 +406,52 @@ def run_builds(builds: list[Build], jobs: int) -> list[BuildResult]:
         return list(pool.map(build, builds))
 
 
-def print_table(results: list[BuildResult]) -> None:
+def _verdict(r: BuildResult) -> str:
+    return "FAILED" if not r.ok else ("; ".join(r.problems()) or "ok")
+
+
+def print_table(results: list[BuildResult], every_build: bool) -> None:
+    """One row per kernel and target (builds, worst shared memory, registers, seconds), or per build."""
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title="Triton kernels built for GPUs (no GPU needed)")
-    for column in ("kernel", "case", "target", "warps", "stages", "result", "shared KiB", "limit", "tensor cores",
-                   "regs", "spill B", "s"):
-        table.add_column(column, justify="left" if column in ("kernel", "case", "result") else "right")
+    console = Console(width=200)
+    if every_build:
+        table = Table(title="Triton kernels built for GPUs (no GPU needed): every build")
+        for column in ("kernel", "case", "target", "warps", "stages", "result", "shared KiB", "limit",
+                       "tensor cores", "regs", "spill B", "s"):
+            table.add_column(column, justify="left" if column in ("kernel", "case", "result") else "right")
+        for r in results:
+            table.add_row(r.kernel, r.label, r.target, str(r.num_warps), str(r.num_stages), _verdict(r),
+                          "" if r.shared_bytes is None else f"{r.shared_bytes / 1024:.1f}", str(r.shared_limit // 1024),
+                          r.tensor_cores or ("-" if not r.dots else "NONE"), _num(r.registers), _num(r.spill_bytes),
+                          f"{r.seconds:.1f}")
+        console.print(table)
+    groups: dict[tuple, list[BuildResult]] = {}
     for r in results:
-        verdict = "ok" if r.ok and not r.problems() else ("FAILED" if not r.ok else "; ".join(r.problems()))
-        table.add_row(r.kernel, r.label, r.target, str(r.num_warps), str(r.num_stages), verdict,
-                      "" if r.shared_bytes is None else f"{r.shared_bytes / 1024:.1f}",
-                      "" if r.shared_limit is None else str(r.shared_limit // 1024),
-                      r.tensor_cores or ("-" if not r.dots else "NONE"),
-                      "" if r.registers is None else str(r.registers),
-                      "" if r.spill_bytes is None else str(r.spill_bytes), f"{r.seconds:.1f}")
-    Console(width=200).print(table)
+        groups.setdefault((r.kernel, r.target), []).append(r)
+    table = Table(title="Triton kernels built for GPUs (no GPU needed): per kernel and target, over dtypes, "
+                        "head dims and configs")
+    for column in ("kernel", "target", "builds", "ok", "max shared KiB", "limit", "tensor cores", "max regs",
+                   "max spill B", "max s"):
+        table.add_column(column, justify="left" if column == "kernel" else "right")
+    for (kernel, target), rs in groups.items():
+        built = [r for r in rs if r.ok]
+        cores = sorted({r.tensor_cores for r in built if r.dots}) or (["NONE"] if any(r.dots for r in rs) else ["-"])
+        table.add_row(kernel, target, str(len(rs)), str(sum(not r.problems() for r in rs)),
+                      _num(max((r.shared_bytes for r in built), default=None), 1024), str(rs[0].shared_limit // 1024),
+                      ",".join(c or "NONE" for c in cores), _num(max((r.registers or 0 for r in built), default=None)),
+                      _num(max((r.spill_bytes or 0 for r in built), default=None)),
+                      f"{max(r.seconds for r in rs):.1f}")
+    console.print(table)
     for r in results:
-        if not r.ok:
-            print(f"{r.kernel} ({r.label}, {r.target}, {r.num_warps} warps, {r.num_stages} stages): {r.error}"
-                  + (f"\n    at {r.where}: {r.source_line}" if r.where else ""))
+        if r.problems():
+            print(f"{r.kernel} ({r.label}, {r.target}, {r.num_warps} warps, {r.num_stages} stages): "
+                  + "; ".join(r.problems()))
+
+
+def _num(value, scale: int = 1) -> str:
+    return "" if value is None else (f"{value / scale:.1f}" if scale != 1 else str(value))
 
 
 # ---- The grader's request: a student's functions, compiled in a subprocess -----------------------
@@ -521,6 +547,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--first-config", action="store_true", help="only each autotuned kernel's first config")
     parser.add_argument("--impl", default="solutions", help="tree of the FlashAttention: solutions or a path")
     parser.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 1) // 2), help="builds in parallel")
+    parser.add_argument("--every-build", action="store_true", help="print a row per build, not per kernel")
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
     parser.add_argument("--request", type=Path, help="answer a JSON compile request (the grader's)")
     parser.add_argument("--out", type=Path, help="with --request: where to write the JSON answer")
@@ -546,7 +573,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     builds = matrix(targets, dtypes, head_dims, all_configs, args.impl)
     results = run_builds(builds, args.jobs)
-    print_table(results)
+    print_table(results, args.every_build or args.quick)
     failed = [r for r in results if r.problems()]
     print(f"{len(results)} builds in {time.perf_counter() - started:.0f} s: {len(results) - len(failed)} ok, "
           f"{len(failed)} with problems")
