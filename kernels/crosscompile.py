@@ -294,6 +294,8 @@ def build(spec: Build) -> BuildResult:
 def builds_for(launch: dict, target: str, label: str = "", all_configs: bool = True) -> list[Build]:
     """The builds of one recorded launch for `target`: one per autotune config (or only the first),
     else one at the launch's own options (Triton's defaults where it gave none)."""
+    if "args" not in launch:
+        raise ValueError(f"{launch['name']}: its launch could not be described ({launch.get('error')})")
     signature, constexprs = {}, {}
     for arg in launch["args"]:
         if "constexpr" in arg:

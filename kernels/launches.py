@@ -157,7 +157,10 @@ def record_launches(dry_run: bool = False) -> Iterator[LaunchRecord]:
         def run(self, *args, **kwargs):
             if not kwargs.get("warmup", False):
                 record.names.append(_kernel_name(self))
-                record.launches.append(describe_launch(self, args, kwargs))
+                try:
+                    record.launches.append(describe_launch(self, args, kwargs))
+                except Exception as exc:  # noqa: BLE001  (describing must never break the launch itself)
+                    record.launches.append({"name": _kernel_name(self), "error": f"{type(exc).__name__}: {exc}"})
                 if pending_configs:
                     record.launches[-1]["configs"] = pending_configs.pop()
             if dry_run:
