@@ -9,7 +9,8 @@ cuobjdump ship in the triton wheel. Per build the report says: whether it compil
 compiler's message and the kernel's source line), the shared memory it needs against the
 architecture's per-block limit (kernels.hardware.SHARED_MEMORY_PER_BLOCK; Triton checks it only at
 launch), whether the PTX has tensor-core instructions (mma.sync, wgmma, tcgen05) where the kernel
-has a dot, registers and local-memory bytes (spills) from the cubin, and the seconds it took. Builds
+has a dot, registers and stack bytes per thread (register spills) from the cubin, and the seconds it
+took. Spills are reported, not failed: they cost speed, not correctness. Builds
 are cached in Triton's cache (TRITON_CACHE_DIR), so a rerun takes seconds.
 
 Which kernels, with which argument types and constexprs: host code is run as on a GPU (fake CUDA
@@ -128,7 +129,7 @@ class BuildResult:
     dots: int = 0  # tt.dot ops in the Triton IR
     tensor_cores: str = ""  # the tensor-core instruction found in the PTX, "" if none
     registers: int | None = None
-    spill_bytes: int | None = None  # local memory per thread (register spills), from the cubin
+    spill_bytes: int | None = None  # stack frame per thread (register spills, local arrays): cuobjdump's STACK
     seconds: float = 0.0
     notes: list = field(default_factory=list)
 
@@ -231,7 +232,8 @@ def explain(message: str, signature: dict) -> str:
 
 
 def _resource_usage(cubin: bytes, kernel: str) -> tuple[int | None, int | None]:
-    """(registers, local bytes) of the kernel from `cuobjdump --dump-resource-usage` on its cubin."""
+    """(registers, stack bytes per thread) of the kernel from `cuobjdump --dump-resource-usage` on its cubin.
+    The stack frame is where ptxas puts the registers it spills (and local arrays); 0 means no spill."""
     import triton
 
     tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
@@ -245,7 +247,7 @@ def _resource_usage(cubin: bytes, kernel: str) -> tuple[int | None, int | None]:
                                  timeout=60).stdout
         except (OSError, subprocess.TimeoutExpired):
             return None, None
-    regs, local = re.search(r"REG:(\d+)", out), re.search(r"LOCAL:(\d+)", out)
+    regs, local = re.search(r"REG:(\d+)", out), re.search(r"STACK:(\d+)", out)
     return (int(regs.group(1)) if regs else None), (int(local.group(1)) if local else None)
 
 
@@ -399,13 +401,21 @@ def matrix(targets, dtypes, head_dims, all_configs: bool, tree: str = "solutions
     return kept
 
 
-def run_builds(builds: list[Build], jobs: int) -> list[BuildResult]:
-    if jobs <= 1:
-        return [build(b) for b in builds]
+def run_builds(builds: list[Build], jobs: int, progress: bool = False) -> list[BuildResult]:
+    """Build each, `jobs` at a time; with `progress`, a line per build on stderr as it finishes."""
     from concurrent.futures import ProcessPoolExecutor
 
+    def report(results):
+        for i, r in enumerate(results, 1):
+            if progress:
+                print(f"[{i}/{len(builds)}] {r.kernel} {r.target} {r.label} {r.num_warps}w{r.num_stages}s: "
+                      f"{_verdict(r)} ({r.seconds:.1f} s)", file=sys.stderr, flush=True)
+            yield r
+
+    if jobs <= 1:
+        return list(report(build(b) for b in builds))
     with ProcessPoolExecutor(jobs) as pool:
-        return list(pool.map(build, builds))
+        return list(report(pool.map(build, builds)))
 
 
 def _verdict(r: BuildResult) -> str:
@@ -421,7 +431,7 @@ def print_table(results: list[BuildResult], every_build: bool) -> None:
     if every_build:
         table = Table(title="Triton kernels built for GPUs (no GPU needed): every build")
         for column in ("kernel", "case", "target", "warps", "stages", "result", "shared KiB", "limit",
-                       "tensor cores", "regs", "spill B", "s"):
+                       "tensor cores", "regs", "stack B", "s"):
             table.add_column(column, justify="left" if column in ("kernel", "case", "result") else "right")
         for r in results:
             table.add_row(r.kernel, r.label, r.target, str(r.num_warps), str(r.num_stages), _verdict(r),
@@ -435,7 +445,7 @@ def print_table(results: list[BuildResult], every_build: bool) -> None:
     table = Table(title="Triton kernels built for GPUs (no GPU needed): per kernel and target, over dtypes, "
                         "head dims and configs")
     for column in ("kernel", "target", "builds", "ok", "max shared KiB", "limit", "tensor cores", "max regs",
-                   "max spill B", "max s"):
+                   "max stack B", "max s"):
         table.add_column(column, justify="left" if column == "kernel" else "right")
     for (kernel, target), rs in groups.items():
         built = [r for r in rs if r.ok]
@@ -575,7 +585,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown target or dtype {unknown}; targets {list(TARGETS)}, dtypes {list(DTYPES)}")
     started = time.perf_counter()
     builds = matrix(targets, dtypes, head_dims, all_configs, args.impl)
-    results = run_builds(builds, args.jobs)
+    results = run_builds(builds, args.jobs, progress=not args.quick)
     print_table(results, args.every_build or args.quick)
     failed = [r for r in results if r.problems()]
     print(f"{len(results)} builds in {time.perf_counter() - started:.0f} s: {len(results) - len(failed)} ok, "
