@@ -22,8 +22,6 @@ Without CUDA it refuses (exit 2) and says what runs on a CPU instead.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import re
 import subprocess
 import sys
@@ -76,7 +74,8 @@ def run_step(step: Step, deadline: float, junit: Path | None = None) -> Step:
         step.returncode, step.output = done.returncode, done.stdout + done.stderr
     except subprocess.TimeoutExpired as exc:
         step.returncode = 124
-        step.output = ((exc.stdout or b"").decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or ""))
+        partial = exc.stdout or ""
+        step.output = partial.decode(errors="replace") if isinstance(partial, bytes) else partial
         step.note = f"timed out after {min(step.limit_s, left):.0f} s"
     step.seconds = time.monotonic() - started
     if junit is not None:

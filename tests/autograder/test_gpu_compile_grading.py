@@ -25,7 +25,8 @@ import pytest
 from tests.autograder.test_suites_flash_attention import ROOT, SEED, alternative, build_tree
 
 HIDDEN = "autograder/suites/flash_attention/test_gpu_compile.py"
-CPU_FORWARD = "autograder/suites/flash_attention/test_flash_triton.py::test_triton_forward_matches_float64_at_random_shapes"
+CPU_FORWARD = ("autograder/suites/flash_attention/test_flash_triton.py::"
+               "test_triton_forward_matches_float64_at_random_shapes")
 FULL = os.environ.get("LLMSYS_GPU_GRADING_TESTS") == "1"
 full_only = pytest.mark.skipif(not FULL, reason="the full compile-grading matrix: make test-gpu-grading")
 
