@@ -221,7 +221,7 @@ def _short(message: str) -> str:
     return message if len(message) <= 400 else message[:397] + "..."
 
 
-def explain(message: str, signature: dict) -> str:
+def explain(message: str) -> str:
     """The compiler's message, with what to do for the mistakes students make most."""
     match = re.search(r"[Bb]oth operands must be same dtype\. Got (\w+) and (\w+)", message)
     if match:
@@ -280,7 +280,7 @@ def build(spec: Build) -> BuildResult:
             message, result.where, result.source_line = _compile_error(exc, fn)
         else:
             message = f"{type(exc).__name__}: {_short(str(exc))}"
-        result.error = explain(message, spec.signature)
+        result.error = explain(message)
         result.seconds = time.perf_counter() - started
         return result
     result.ok = True
