@@ -223,7 +223,8 @@ def _short(message: str) -> str:
 
 def explain(message: str) -> str:
     """The compiler's message, with what to do for the mistakes students make most."""
-    match = re.search(r"[Bb]oth operands must be same dtype\. Got (\w+) and (\w+)", message)
+    match = (re.search(r"[Bb]oth operands must be same dtype\. Got (\w+) and (\w+)", message)
+             or re.search(r"[Ff]irst input \((\w+)\) and second input \((\w+)\) must have the same dtype", message))
     if match:
         a, b = match.groups()
         return (f"tl.dot operands are {a} and {b}: cast the fp32 one (P or dS) to the other's dtype "
