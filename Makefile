@@ -118,3 +118,19 @@ gradescope: install
 
 classroom: install
 	$(PYTHON) -m autograder.package.classroom $(DIST)/classroom
+
+# GPU readiness without a GPU (README "Building the kernels for a GPU"). gpu-compile: every Triton kernel
+# of solutions/ and kernels/ built for sm_80, sm_90 and sm_100 in bf16 and fp16 (GPU_COMPILE_ARGS=--quick
+# for the subset `make test` runs; --every-build for a row per build); exits non-zero on a failed build or
+# a shared-memory overflow. test-gpu-grading: the hidden compile checks on the reference, an alternative
+# and planted mistakes. gpu-validate: the one-command GPU run (needs CUDA), into build/gpu_validate.md.
+GPU_COMPILE_ARGS ?=
+.PHONY: gpu-compile test-gpu-grading gpu-validate
+gpu-compile: install
+	TRITON_INTERPRET=0 $(PYTHON) -m kernels.crosscompile --json build/gpu_compile.json $(GPU_COMPILE_ARGS)
+
+test-gpu-grading: install
+	LLMSYS_GPU_GRADING_TESTS=1 $(PYTEST) tests/autograder/test_gpu_compile_grading.py tests/tooling/test_crosscompile.py
+
+gpu-validate: install sandbox-tools
+	$(PYTHON) scripts/gpu_validate.py --out build/gpu_validate.md

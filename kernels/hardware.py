@@ -70,3 +70,12 @@ def gpu(name: str) -> GPU:
         what = "matches several GPUs" if matches else "matches no GPU"
         raise ValueError(f"{name!r} {what}; known GPUs: {known}")
     return matches[0]
+
+
+# Shared memory one thread block may use, at most, by compute capability (CUDA C++ Programming Guide,
+# "Compute Capabilities", table "Technical Specifications per Compute Capability": 163 KB for 8.0,
+# 227 KB for 9.0 and for 10.0; NVIDIA's KB there are KiB). kernels.crosscompile compares each build's
+# shared memory with it: Triton itself checks only at launch, on the GPU.
+SHARED_MEMORY_PER_BLOCK = {"sm_80": 163 * 1024, "sm_90": 227 * 1024, "sm_100": 227 * 1024}
+# The course's GPUs by architecture, for messages.
+ARCHITECTURE_GPUS = {"sm_80": "A100", "sm_90": "H100, H200", "sm_100": "B200"}

@@ -15,19 +15,32 @@ TRITON_INTERPRET=1 (an autotuner's or heuristic's `run` calls the inner kernel's
 launch is seen once). That method has been `run(self, *args, grid, warmup, **kwargs)` from Triton 3.0
 through 3.9; the recorder wraps it on both classes and restores the originals on exit. Calls with
 `warmup=True` compile without running and are not counted.
+
+Each launch is also kept as plain data in `launches.launches`: the kernel's module and name, each
+argument's kind and Triton type ("*bf16" for a bf16 tensor, "i32", "fp32", or a constexpr's value) and
+the launch options (num_warps, num_stages). `record_launches(dry_run=True)` records without running
+anything: with Triton compiling (TRITON_INTERPRET unset) and fake CUDA tensors, host code takes its
+GPU path on a machine without a GPU and the recorder sees what it would launch there
+(kernels.crosscompile builds those launches for a named GPU). An autotuned kernel's configs are
+recorded with it; a dry run passes its first config on.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections import Counter
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Any, Iterator
 
 import kernels  # noqa: F401  (select the interpreter before Triton is imported)
 
 # The classes whose `run` a launch goes through: compiled, then interpreted.
 _LAUNCHERS = (("triton.runtime.jit", "JITFunction"), ("triton.runtime.interpreter", "InterpretedFunction"))
+# Keyword arguments of a launch that are options of the build, not arguments of the kernel.
+_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+_TRITON_TYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64", "int8": "i8",
+                 "int16": "i16", "int32": "i32", "int64": "i64", "uint8": "u8", "bool": "i1"}
 
 
 class LaunchRecord:
@@ -35,6 +48,7 @@ class LaunchRecord:
 
     def __init__(self) -> None:
         self.names: list[str] = []
+        self.launches: list[dict] = []  # plain data, one per launch: see describe_launch
 
     @property
     def count(self) -> int:
@@ -47,6 +61,63 @@ class LaunchRecord:
 def _kernel_name(kernel) -> str:
     fn = getattr(kernel, "fn", None)
     return getattr(fn, "__name__", None) or getattr(kernel, "__name__", type(kernel).__name__)
+
+
+def _triton_type(value: Any) -> str:
+    """The Triton signature type of a non-constexpr argument: "*bf16" for a bf16 tensor, "i32", "fp32"."""
+    if hasattr(value, "data_ptr") and hasattr(value, "dtype"):
+        dtype = str(value.dtype).removeprefix("torch.")
+        if dtype not in _TRITON_TYPES:
+            raise TypeError(f"a tensor of dtype {dtype} cannot be a Triton kernel argument")
+        return "*" + _TRITON_TYPES[dtype]
+    if isinstance(value, bool):
+        return "i1"
+    if isinstance(value, int):
+        return "i32" if -(2**31) <= value < 2**31 else "i64"
+    if isinstance(value, float):
+        return "fp32"
+    raise TypeError(f"cannot type a Triton kernel argument of type {type(value).__name__}")
+
+
+def _is_constexpr(parameter: inspect.Parameter) -> bool:
+    """Triton's own rule: the annotation names constexpr (tl.constexpr, or the string "tl.constexpr")."""
+    annotation = parameter.annotation
+    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", repr(annotation))
+    return "constexpr" in text
+
+
+def _plain(value: Any) -> Any:
+    """A constexpr's value as plain data (Triton's constexpr wrapper unwrapped)."""
+    value = getattr(value, "value", value)
+    return value if value is None or isinstance(value, (bool, int, float, str)) else repr(value)
+
+
+def describe_launch(kernel, args: tuple, kwargs: dict) -> dict:
+    """One launch as plain data: {"name", "module", "args": [{"name", "type"} or {"name", "constexpr"}],
+    "options": {num_warps, num_stages, ...}, "configs": []}. Arguments that cannot be typed get "type": None
+    and an "error"; the launch itself is unaffected."""
+    fn = getattr(kernel, "fn", kernel)
+    params = list(inspect.signature(fn).parameters.values())
+    bound = dict(zip((p.name for p in params), args))
+    bound.update({k: v for k, v in kwargs.items() if k not in _OPTIONS and k not in ("grid", "warmup")})
+    described = []
+    for p in params:
+        value = bound.get(p.name, p.default)
+        if _is_constexpr(p) or value is None:
+            described.append({"name": p.name, "constexpr": _plain(None if value is inspect.Parameter.empty else value)})
+            continue
+        try:
+            described.append({"name": p.name, "type": _triton_type(value)})
+        except TypeError as exc:
+            described.append({"name": p.name, "type": None, "error": str(exc)})
+    return {"name": _kernel_name(kernel), "module": getattr(fn, "__module__", ""), "args": described,
+            "options": {k: kwargs[k] for k in _OPTIONS if isinstance(kwargs.get(k), int)}, "configs": []}
+
+
+def _config(config) -> dict:
+    """An autotune config as plain data: its constexpr kwargs and its options."""
+    options = {k: getattr(config, k) for k in _OPTIONS if isinstance(getattr(config, k, None), int)}
+    return {"kwargs": {k: _plain(v) for k, v in dict(getattr(config, "kwargs", {})).items()}, **options}
 
 
 def _launcher_classes() -> list[type]:
@@ -62,11 +133,23 @@ def _launcher_classes() -> list[type]:
     return found
 
 
+def _autotuner_class() -> type | None:
+    try:
+        from triton.runtime.autotuner import Autotuner
+    except ImportError:
+        return None
+    return Autotuner
+
+
 @contextmanager
-def record_launches() -> Iterator[LaunchRecord]:
-    """Record each Triton kernel launched inside the block; the launch path is restored on exit."""
+def record_launches(dry_run: bool = False) -> Iterator[LaunchRecord]:
+    """Record each Triton kernel launched inside the block; the launch path is restored on exit.
+
+    dry_run: record each launch without running (or compiling) it; the kernel call returns None.
+    """
     record = LaunchRecord()
     originals = {cls: cls.__dict__.get("run") for cls in _launcher_classes()}
+    pending_configs: list[list[dict]] = []  # an autotuner's configs, for the launch it passes on
 
     def wrap(cls: type):
         inner = getattr(cls, "run")
@@ -74,12 +157,31 @@ def record_launches() -> Iterator[LaunchRecord]:
         def run(self, *args, **kwargs):
             if not kwargs.get("warmup", False):
                 record.names.append(_kernel_name(self))
+                try:
+                    record.launches.append(describe_launch(self, args, kwargs))
+                except Exception as exc:  # noqa: BLE001  (describing must never break the launch itself)
+                    record.launches.append({"name": _kernel_name(self), "error": f"{type(exc).__name__}: {exc}"})
+                if pending_configs:
+                    record.launches[-1]["configs"] = pending_configs.pop()
+            if dry_run:
+                return None
             return inner(self, *args, **kwargs)
 
         return run
 
+    def tune(self, *args, **kwargs):
+        """Autotuner.run in a dry run: no timing (it needs a GPU); its first config is passed on."""
+        pending_configs.append([_config(c) for c in self.configs])
+        first = self.configs[0]
+        return self.fn.run(*args, **{**kwargs, **first.all_kwargs()})
+
+    autotuner = _autotuner_class() if dry_run else None
+    if autotuner is not None:
+        originals[autotuner] = autotuner.__dict__.get("run")
+        autotuner.run = tune
     for cls in originals:
-        cls.run = wrap(cls)
+        if cls is not autotuner:
+            cls.run = wrap(cls)
     try:
         yield record
     finally:

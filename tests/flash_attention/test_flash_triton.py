@@ -150,32 +150,62 @@ def test_triton_gradients_half_precision_on_gpu(student, trusted, dtype, lead, n
         trusted.assert_close(name, got[name], want, dtype, trusted.half[dtype])
 
 
+# Speed is graded against naive attention timed in the same run on the same GPU (this file cannot
+# import the reference solution: the student release does not have it). The thresholds are
+# provisional until a GPU run calibrates them (`make gpu-validate`); the absolute targets (0.8x SDPA,
+# 5 ms at the leaderboard configuration) are a leaderboard row of `make bench`, not points.
+SPEED_SHAPE = dict(batch=4, heads=16, n=4096, head_dim=64, is_causal=True)
+
+
+def naive_attention_ms(batch: int, heads: int, n: int, head_dim: int, is_causal: bool, backward: bool) -> float:
+    """Milliseconds of naive attention (scores, mask, softmax, product: torch ops in bf16) on the GPU."""
+    import math
+
+    from kernels.bench import benchmark
+
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    q, k, v, do = (torch.randn(batch, heads, n, head_dim, device="cuda", dtype=torch.bfloat16, generator=gen)
+                   for _ in range(4))
+    mask = torch.ones(n, n, dtype=torch.bool, device="cuda").triu(1) if is_causal else None
+
+    def forward(q, k, v):
+        scores = q @ k.transpose(-1, -2) / math.sqrt(head_dim)
+        if mask is not None:
+            scores = scores.masked_fill(mask, float("-inf"))
+        return torch.softmax(scores, dim=-1) @ v
+
+    if not backward:
+        return benchmark(lambda: forward(q, k, v), warmup=100, rep=500)
+    leaves = [t.requires_grad_() for t in (q, k, v)]
+    return benchmark(lambda: torch.autograd.grad(forward(*leaves), leaves, do), warmup=100, rep=500)
+
+
 @pytest.mark.gpu
 @pytest.mark.points(3)
 @pytest.mark.task("flash_triton.flash_forward_triton")
-def test_triton_forward_reaches_eighty_percent_of_sdpa_on_gpu(student):
-    """On a GPU, the Triton forward (bf16, batch 4, 16 heads, N 4096, d 64, causal) takes at most 1/0.8 of
-    torch's scaled_dot_product_attention's time, timed with do_bench (handout §10 Performance).
+def test_triton_forward_is_three_times_faster_than_naive_attention_on_gpu(student):
+    """On a GPU, the Triton forward (bf16, batch 4, 16 heads, N 4096, d 64, causal) takes at most 1/3 of
+    naive attention's time (bf16 torch ops, written in this test), both timed with do_bench in the same
+    run (handout §10 Performance; the threshold is provisional).
 
     Hint: bf16 straight into tl.dot, fp32 accumulators, exp2, and causal tiles above the diagonal skipped.
     """
-    from kernels.bench import benchmark
-
-    shape = dict(batch=4, heads=16, n=4096, head_dim=64, is_causal=True)
-    ours = student.run(scenarios.triton_attention_ms, **shape, backward=False, warmup=100, rep=500)
-    q, k, v = (torch.randn(4, 16, 4096, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-    sdpa = benchmark(lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True),
-                     warmup=100, rep=500)
+    ours = student.run(scenarios.triton_attention_ms, **SPEED_SHAPE, backward=False, warmup=100, rep=500)
+    naive = naive_attention_ms(**SPEED_SHAPE, backward=False)
     assert type(ours) is float and ours > 0, f"expected a positive time in ms, got {ours!r}"
-    assert sdpa / ours >= 0.8, f"Triton forward {ours:.3f} ms vs SDPA {sdpa:.3f} ms: {sdpa / ours:.2f}x SDPA"
+    assert ours * 3 <= naive, (f"Triton forward {ours:.3f} ms vs naive {naive:.3f} ms: {naive / ours:.2f}x faster; "
+                               "3x needed")
 
 
 @pytest.mark.gpu
 @pytest.mark.points(3)
 @pytest.mark.task("flash_triton.FlashAttentionTriton")
-def test_leaderboard_configuration_runs_under_five_ms_on_gpu(student):
-    """On a GPU, forward+backward at CS336's leaderboard configuration (batch 1, 16 heads, N 16384, d 64,
-    bf16, causal) takes at most 5 ms, timed with do_bench(warmup=1000, rep=10000) as the leaderboard does."""
-    ms = student.run(scenarios.triton_attention_ms, batch=1, heads=16, n=16384, head_dim=64, is_causal=True,
-                     backward=True, warmup=1000, rep=10000)
-    assert type(ms) is float and 0 < ms <= 5.0, f"forward+backward took {ms!r} ms; the target is 5 ms"
+def test_triton_forward_backward_is_faster_than_naive_attention_on_gpu(student):
+    """On a GPU, forward+backward through FlashAttentionTriton (bf16, batch 4, 16 heads, N 4096, d 64,
+    causal) takes at most 1/1.5 of naive attention's forward+backward through autograd, both timed with
+    do_bench in the same run (handout §10 Performance; the threshold is provisional)."""
+    ours = student.run(scenarios.triton_attention_ms, **SPEED_SHAPE, backward=True, warmup=100, rep=500)
+    naive = naive_attention_ms(**SPEED_SHAPE, backward=True)
+    assert type(ours) is float and ours > 0, f"expected a positive time in ms, got {ours!r}"
+    assert ours * 1.5 <= naive, (f"Triton forward+backward {ours:.3f} ms vs naive {naive:.3f} ms: "
+                                 f"{naive / ours:.2f}x faster; 1.5x needed")

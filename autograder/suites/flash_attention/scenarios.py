@@ -305,3 +305,23 @@ def timed_triton(seed: int, lead: list, n: int, head_dim: int, dtype: torch.dtyp
         torch.cuda.synchronize()
     picked = [t.detach().reshape(-1, n, head_dim)[head, rows] for t in kept.values()]
     return dict(zip(kept, _cpu(*picked)))
+
+
+# ---- Built for a GPU, on any machine ------------------------------------------------------------------
+
+
+def triton_gpu_builds(dtype: str, target: str, part: str, lead: list, n: int, head_dim: int, is_causal: bool) -> dict:
+    """The Triton kernels FlashAttentionTriton's `part` ("forward" or "backward") launches on a GPU, built
+    for `target` in `dtype` ("bf16", "fp16"): {"launches": [...], "builds": [...]} or {"error": ...}.
+
+    The student's forward and backward run as on a GPU (fake CUDA tensors of that dtype at these
+    shapes, default tiles; each launch recorded, not run) and each kernel is compiled at the first of its
+    autotune configs (kernels.crosscompile), in a subprocess: this worker interprets Triton, the compiler
+    needs TRITON_INTERPRET=0. The subprocess inherits the worker's sandbox, limits and Triton cache.
+    """
+    from kernels.crosscompile import run_request
+
+    answer = run_request(dict(module="flash_attention.flash_triton", function="FlashAttentionTriton", dtype=dtype,
+                              target=target, parts=[part], lead=list(lead), n=n, head_dim=head_dim,
+                              is_causal=is_causal))
+    return answer if "error" in answer else answer.get(part, {"error": f"the compiler gave no answer for the {part}"})

@@ -1,0 +1,113 @@
+"""Hidden: the Triton kernels of flash_triton.py build for the course GPU in bf16 and fp16, on any machine.
+
+On a CPU the kernels run interpreted, which accepts code a GPU compiler rejects (a tl.dot of fp32 P
+with bf16 V) and never meets a GPU's limits. Here the student's FlashAttentionTriton runs as on a
+GPU (fake CUDA tensors, launches recorded, not run) and each kernel it launches is compiled for the
+course GPU with Triton's own compiler (kernels.crosscompile; no GPU needed): it must compile, fit in
+the architecture's shared memory per block and put its dots on the tensor cores.
+
+The course GPU is sm_90 (H100, H200) unless LLMSYS_COURSE_GPU names another target (sm_80, sm_100).
+The build report comes from the sandbox, so it is judged here against this process's own limits, and
+its points need the same task's kernels to be right first: each test checks a tiny float32 case
+(interpreted on a CPU) before it asks for the build, and is marked with the task whose static rules
+block it.
+"""
+
+import os
+
+import pytest
+import torch
+
+from autograder.suites.flash_attention import scenarios
+from kernels.crosscompile import TARGETS, build_problems
+from kernels.device import default_device
+from kernels.hardware import ARCHITECTURE_GPUS, SHARED_MEMORY_PER_BLOCK
+
+pytestmark = [pytest.mark.visibility("hidden"), pytest.mark.triton]
+
+COURSE_GPU_VARIABLE = "LLMSYS_COURSE_GPU"
+DEVICE = str(default_device())
+# The shapes the kernels are built for: the largest head dim of the course (the most shared memory).
+BUILD_CASE = dict(lead=[1, 2], n=256, head_dim=128, is_causal=True)
+TINY = dict(lengths=(1, 48), head_dims=(16, 32), lead_sizes=(1, 2))
+
+
+def course_target() -> str:
+    target = os.environ.get(COURSE_GPU_VARIABLE, "sm_90")
+    if target not in TARGETS:
+        raise pytest.UsageError(f"{COURSE_GPU_VARIABLE}={target!r} is not a target; use one of {list(TARGETS)}")
+    return target
+
+
+def judge(answer, part: str, dtype: str, target: str) -> list[str]:
+    """What stops `part`'s kernels from running on the target, from the worker's report (plain data)."""
+    where = f"FlashAttentionTriton's {part} in {dtype} on {target} ({ARCHITECTURE_GPUS[target]})"
+    if not isinstance(answer, dict):
+        return [f"{where}: the build report is not a dict"]
+    if "error" in answer:
+        return [f"{where}: {answer['error']}"]
+    launches, builds = answer.get("launches"), answer.get("builds")
+    if not isinstance(launches, list) or not isinstance(builds, list):
+        return [f"{where}: the build report has no launches or builds"]
+    if not launches:
+        return [f"{where}: launched no Triton kernel"]
+    built = {b.get("kernel") for b in builds if isinstance(b, dict)}
+    missing = sorted({launch.get("name") for launch in launches if isinstance(launch, dict)} - built)
+    found = [f"{where}: kernel {name} was launched but not built" for name in missing]
+    for b in builds:
+        if not isinstance(b, dict) or b.get("target") != target:
+            found.append(f"{where}: a build for another target was reported")
+            continue
+        found += [f"{b.get('kernel')} ({where}): {problem}"
+                  for problem in build_problems(b, SHARED_MEMORY_PER_BLOCK[target])]
+    return found
+
+
+def assert_builds(student, part: str, dtype: str) -> None:
+    target = course_target()
+    answer = student.run(scenarios.triton_gpu_builds, dtype=dtype, target=target, part=part, **BUILD_CASE)
+    problems = judge(answer, part, dtype, target)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.points(2)
+@pytest.mark.task("flash_triton.flash_forward_triton")
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_triton_forward_kernels_build_for_the_course_gpu(student, trusted, rng, dtype):
+    """The kernels FlashAttentionTriton's forward launches on a GPU (default tiles, d 128, causal) compile
+    for the course GPU (sm_90 unless configured) in bf16 and fp16, fit its shared memory per block at the
+    first autotune config, and use tensor-core instructions for every tl.dot; only for a forward that
+    matches float64 at a tiny float32 case.
+
+    Hint: cast P to V's dtype before tl.dot (p.to(v.dtype)); a GPU compiler rejects fp32 x bf16.
+    """
+    case = trusted.draw(rng, **TINY, tiles=(16, 32))
+    x = case.inputs(rng.randrange(2**31))
+    got = student.run(scenarios.triton_forward, q=x["q"], k=x["k"], v=x["v"], is_causal=case.is_causal,
+                      q_tile=case.q_tile, k_tile=case.k_tile, device=DEVICE)
+    expected_o, _ = trusted.attention64(x["q"], x["k"], x["v"], case.is_causal)
+    trusted.assert_close(f"o ({case}; the build is checked only for a right forward)", got["o"], expected_o,
+                         torch.float32, trusted.fp32)
+    assert_builds(student, "forward", dtype)
+
+
+@pytest.mark.points(2)
+@pytest.mark.task("flash_triton.flash_backward_triton")
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_triton_backward_kernels_build_for_the_course_gpu(student, trusted, rng, dtype):
+    """The kernels FlashAttentionTriton's backward launches on a GPU (default tiles, d 128, causal) compile
+    for the course GPU in bf16 and fp16, fit its shared memory per block at the first autotune config, and
+    use tensor-core instructions for every tl.dot; only for a backward that matches float64 autograd at a
+    tiny float32 case.
+
+    Hint: cast P and dS to the input dtype before tl.dot (p.to(do.dtype), ds.to(q.dtype)).
+    """
+    case = trusted.draw(rng, **TINY, tiles=(16, 32))
+    x = case.inputs(rng.randrange(2**31))
+    o, lse = trusted.attention64(x["q"], x["k"], x["v"], case.is_causal)
+    got = student.run(scenarios.triton_backward, q=x["q"], k=x["k"], v=x["v"], o=o.float(), lse=lse.float(),
+                      do=x["do"], is_causal=case.is_causal, q_tile=case.q_tile, k_tile=case.k_tile, device=DEVICE)
+    for name, want in zip(("dq", "dk", "dv"), trusted.gradients64(x["q"], x["k"], x["v"], x["do"], case.is_causal)):
+        trusted.assert_close(f"{name} ({case}; the build is checked only for a right backward)", got[name], want,
+                             torch.float32, trusted.fp32)
+    assert_builds(student, "backward", dtype)

@@ -1,0 +1,189 @@
+"""The GPU run in one command: everything that needs a GPU, checked in under 8 minutes, into one Markdown file.
+
+    python scripts/gpu_validate.py --out build/gpu_validate.md      (make gpu-validate)
+
+Steps, each a subprocess with its own time limit inside an overall budget (a step that would not fit
+is reported as skipped, never silently dropped):
+ 1. the GPU, torch, Triton and CUDA versions;
+ 2. the public and hidden flash_attention tests on the reference (float32 on the GPU, the bf16/fp16
+    and speed tests marked gpu), then the public ones on the stubs (assignments/), whose Triton
+    tests must fail, not crash;
+ 3. one submission (the reference) graded end to end by the grader: sandboxed worker with the GPU's
+    device files bound, Triton's cache in its scratch folder, no network;
+ 4. `make bench` (kernels.bench_attention) with every row, the speed tests' ratios and the
+    leaderboard row (CS336's configuration: batch 1, 16 heads, d 64, seq 16384, bf16, causal,
+    forward+backward);
+ 5. each GPU threshold of the suites beside the value measured, and the GPU build of kernels
+    .crosscompile beside what ran.
+
+Without CUDA it refuses (exit 2) and says what runs on a CPU instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BUDGET_S = 470.0  # under 8 minutes in all
+NO_GPU = ("gpu-validate needs a CUDA GPU (torch.cuda.is_available() is False here). On a CPU, "
+          "`make gpu-compile` builds every kernel for sm_80, sm_90 and sm_100 and `make test` runs the rest.")
+
+
+@dataclass
+class Step:
+    """One step's command and what came of it."""
+
+    name: str
+    command: list[str]
+    limit_s: float
+    returncode: int | None = None  # None: not run (skipped for time)
+    seconds: float = 0.0
+    output: str = ""
+    tests: dict = field(default_factory=dict)  # test id -> (outcome, message), from a junit file
+    note: str = ""
+
+
+def junit_outcomes(path: Path) -> dict[str, tuple[str, str]]:
+    """{classname::name: (passed/failed/error/skipped, first line of the message)} of a junit XML file."""
+    if not path.exists():
+        return {}
+    found = {}
+    for case in ET.parse(path).getroot().iter("testcase"):
+        bad = [child for child in case if child.tag in ("failure", "error", "skipped")]
+        outcome = {"failure": "failed", "error": "error", "skipped": "skipped"}[bad[0].tag] if bad else "passed"
+        message = (bad[0].get("message") or "").splitlines()[0][:300] if bad else ""
+        found[f"{case.get('classname')}::{case.get('name')}"] = (outcome, message)
+    return found
+
+
+def run_step(step: Step, deadline: float, junit: Path | None = None) -> Step:
+    left = deadline - time.monotonic()
+    if left < min(step.limit_s, 30):
+        step.note = f"skipped: only {left:.0f} s of the budget left"
+        return step
+    started = time.monotonic()
+    try:
+        done = subprocess.run(step.command, cwd=ROOT, capture_output=True, text=True, timeout=min(step.limit_s, left))
+        step.returncode, step.output = done.returncode, done.stdout + done.stderr
+    except subprocess.TimeoutExpired as exc:
+        step.returncode = 124
+        partial = exc.stdout or ""
+        step.output = partial.decode(errors="replace") if isinstance(partial, bytes) else partial
+        step.note = f"timed out after {min(step.limit_s, left):.0f} s"
+    step.seconds = time.monotonic() - started
+    if junit is not None:
+        step.tests = junit_outcomes(junit)
+    return step
+
+
+def pytest_step(name: str, paths: list[str], impl: str, junit: Path, limit_s: float) -> Step:
+    return Step(name, [sys.executable, "-m", "pytest", *paths, "--impl", impl, "-q", "-p", "no:cacheprovider",
+                       f"--junitxml={junit}"], limit_s)
+
+
+def points_line(output: str) -> str:
+    """The points table's lines of a pytest or grader run ("flash_attention  61 / 61 points ...")."""
+    return "; ".join(" ".join(line.split()) for line in output.splitlines()
+                     if re.search(r"\d+(\.\d+)? / \d+(\.\d+)?\s+(public )?points", line))
+
+
+def thresholds(steps: dict[str, Step]) -> list[tuple[str, str, str]]:
+    """(what, measured, threshold) for each GPU threshold: the bench's ratio lines and each gpu test."""
+    rows = []
+    bench = steps.get("bench")
+    if bench is not None:
+        for line in bench.output.splitlines():
+            match = re.match(r"\s+(.+?): (.+?)\s+\[(.+)\]$", line)
+            if match:
+                rows.append(match.groups())
+    for step in (steps.get("reference"),):
+        for test, (outcome, message) in (step.tests if step else {}).items():
+            if "on_gpu" in test:
+                rows.append((test.split("::")[-1], outcome, message or "as its docstring states"))
+    return rows
+
+
+def render(steps: list[Step], environment: str) -> str:
+    """The Markdown report."""
+    out = ["# GPU validation", "", "```", environment.strip(), "```", "",
+           "| step | exit | seconds | result |", "|---|---|---|---|"]
+    for s in steps:
+        result = s.note or points_line(s.output) or ("ok" if s.returncode == 0 else "see below")
+        out.append(f"| {s.name} | {'-' if s.returncode is None else s.returncode} | {s.seconds:.0f} | {result} |")
+    rows = thresholds({s.name: s for s in steps})
+    if rows:
+        out += ["", "## GPU thresholds beside the values measured", "", "| what | measured | threshold |",
+                "|---|---|---|"]
+        out += [f"| {a} | {b} | {c} |" for a, b, c in rows]
+    for s in steps:
+        failed = {t: m for t, m in s.tests.items() if m[0] in ("failed", "error")}
+        if failed:
+            out += ["", f"## {s.name}: tests not passed", ""]
+            out += [f"- `{t}`: {outcome}: {message}" for t, (outcome, message) in sorted(failed.items())]
+    for s in steps:
+        if s.name in ("bench", "crosscompile") or s.returncode not in (0, None):
+            out += ["", f"## {s.name}: output (last lines)", "", "```", *s.output.strip().splitlines()[-60:], "```"]
+    return "\n".join(out) + "\n"
+
+
+def environment() -> str:
+    import torch
+
+    lines = [f"python {sys.version.split()[0]}, torch {torch.__version__}, CUDA {torch.version.cuda}"]
+    try:
+        import triton
+
+        lines.append(f"triton {triton.__version__}")
+    except ImportError:
+        lines.append("triton: not installed")
+    for i in range(torch.cuda.device_count()):
+        p = torch.cuda.get_device_properties(i)
+        lines.append(f"GPU {i}: {p.name}, sm_{p.major}{p.minor}, {p.total_memory / 2**30:.0f} GiB")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "build" / "gpu_validate.md")
+    parser.add_argument("--budget", type=float, default=BUDGET_S, help="seconds for all steps together")
+    args = parser.parse_args(argv)
+    import torch
+
+    if not torch.cuda.is_available():
+        print(NO_GPU, file=sys.stderr)
+        return 2
+    work = args.out.parent / "gpu_validate"
+    work.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + args.budget
+    flash = ["tests/flash_attention", "autograder/suites/flash_attention"]
+    # In order of importance: what a step cannot finish in the budget left is reported as skipped.
+    steps = [
+        (pytest_step("reference", flash, "solutions", work / "reference.xml", 150), work / "reference.xml"),
+        (Step("bench", [sys.executable, "-m", "kernels.bench_attention", "--out", str(work / "bench.png")], 150), None),
+        (Step("grade", [sys.executable, "-m", "autograder", "grade", "solutions", "--assignment", "flash_attention",
+                        "--out", str(work / "grade")], 100), None),
+        (pytest_step("stubs", ["tests/flash_attention"], "assignments", work / "stubs.xml", 40), work / "stubs.xml"),
+        (Step("crosscompile", [sys.executable, "-m", "kernels.crosscompile", "--quick", "--json",
+                               str(work / "crosscompile.json")], 30), None),
+    ]
+    done = [run_step(step, deadline, junit) for step, junit in steps]
+    args.out.write_text(render(done, environment()))
+    print(f"wrote {args.out}")
+    return 0 if all(succeeded(s) for s in done) else 1
+
+
+def succeeded(step: Step) -> bool:
+    """The stubs' tests must fail (exit 1), not crash (2 to 5: interrupted, internal or usage error)."""
+    return step.returncode in ((0, 1) if step.name == "stubs" else (0,))
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    raise SystemExit(main())

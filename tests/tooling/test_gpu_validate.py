@@ -1,0 +1,53 @@
+"""scripts/gpu_validate.py (`make gpu-validate`): what can be checked without a GPU."""
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+import gpu_validate  # noqa: E402
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU machine the script runs for real")
+def test_without_cuda_it_refuses_and_says_what_runs_on_a_cpu(tmp_path):
+    out = tmp_path / "report.md"
+    done = subprocess.run([sys.executable, "scripts/gpu_validate.py", "--out", str(out)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "needs a CUDA GPU" in done.stderr and "make gpu-compile" in done.stderr
+    assert not out.exists()
+
+
+def test_the_report_puts_each_threshold_beside_its_value_and_lists_what_failed(tmp_path):
+    junit = tmp_path / "junit.xml"
+    module = "tests.flash_attention.test_flash_triton"
+    message = "AssertionError: Triton forward+backward 9.000 ms vs naive 10.000 ms: 1.11x faster; 1.5x needed"
+    junit.write_text(textwrap.dedent(f"""\
+        <testsuites><testsuite>
+        <testcase classname="{module}" name="test_triton_forward_is_three_times_faster_than_naive_attention_on_gpu"/>
+        <testcase classname="{module}" name="test_triton_forward_backward_is_faster_than_naive_attention_on_gpu">
+        <failure message="{message}">x</failure></testcase>
+        </testsuite></testsuites>"""))
+    reference = gpu_validate.Step("reference", ["pytest"], 10, returncode=1, seconds=12.0,
+                                  output="flash_attention     58 / 61    public points  (19/20 tests passed)\n",
+                                  tests=gpu_validate.junit_outcomes(junit))
+    bench = gpu_validate.Step("bench", ["bench"], 10, returncode=0, seconds=90.0, output=(
+        "Speed tests (graded, thresholds provisional) and the leaderboard row (not points):\n"
+        "  Triton forward / naive time (N 4096, d 64): 0.210  [<= 0.333 (provisional)]\n"
+        "  leaderboard config (B 1, H 16, N 16384, d 64, bf16, causal, fwd+bwd), triton: 7.100 ms  "
+        "[<= 5 ms (leaderboard, not points; CS336 2025 best 5.364 ms)]\n"))
+    skipped = gpu_validate.Step("grade", ["grade"], 10, note="skipped: only 3 s of the budget left")
+    report = gpu_validate.render([reference, bench, skipped], "GPU 0: NVIDIA H200, sm_90, 140 GiB")
+    assert "| reference | 1 | 12 | flash_attention 58 / 61 public points (19/20 tests passed) |" in report
+    assert "| grade | - | 0 | skipped: only 3 s of the budget left |" in report
+    assert "| Triton forward / naive time (N 4096, d 64) | 0.210 | <= 0.333 (provisional) |" in report
+    assert "| test_triton_forward_is_three_times_faster_than_naive_attention_on_gpu | passed |" in report
+    assert "1.11x faster; 1.5x needed" in report and "7.100 ms" in report and "NVIDIA H200" in report
+    assert not gpu_validate.succeeded(reference) and gpu_validate.succeeded(bench)
+    assert gpu_validate.succeeded(gpu_validate.Step("stubs", [], 1, returncode=1))
+    assert not gpu_validate.succeeded(gpu_validate.Step("stubs", [], 1, returncode=2))
