@@ -32,7 +32,10 @@ JOB_TIMEOUT = 900
 
 def clean_env(**extra: str) -> dict[str, str]:
     """This environment without what would point a run at the repository instead of the copy it tests."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LLMSYS_IMPL", "PYTEST_ADDOPTS")}
+    # MAKELEVEL and MAKEFLAGS too: under the repository's `make test`, a copy's make would run as a
+    # sub-make (its messages read "make[1]:") and the harness would take it for the student's own make.
+    skip = ("PYTHONPATH", "LLMSYS_IMPL", "PYTEST_ADDOPTS", "MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES")
+    env = {k: v for k, v in os.environ.items() if k not in skip}
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
     return env | extra
 
