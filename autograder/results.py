@@ -18,13 +18,16 @@ from dataclasses import dataclass, field
 # passed: full points. failed: an assertion or an exception. not_implemented: the stub still raises
 # NotImplementedError. error: the test could not run (setup failed, the worker died). not_graded: the
 # test needs hardware this machine lacks (a GPU); never counted as passed. skipped: skipped for another
-# stated reason (e.g. triton cannot be installed on this OS).
-STATUSES = ("passed", "failed", "not_implemented", "error", "not_graded", "skipped")
+# stated reason (e.g. triton cannot be installed on this OS). manual: a written answer waiting to be
+# graded by hand (0 points until then); hand_graded: its points were set by an instructor's grading
+# sheet (autograder/manual.py), anywhere from 0 to max_points.
+STATUSES = ("passed", "failed", "not_implemented", "error", "not_graded", "skipped", "manual", "hand_graded")
 VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
 MAX_MESSAGE = 4000
 MAX_FIELD = 500  # a test's name, task, checks or hint; the submission's name
 MAX_LOG_LINE = 2000
 MAX_LOG_LINES = 200
+MAX_ANSWER = 20000  # characters of a written answer kept for the grading sheet
 TRUNCATED = "\n... (truncated)"
 
 
@@ -57,17 +60,23 @@ class TestResult:
     task: str = ""
     checks: str = ""
     hint: str = ""
+    answer: str = ""  # a written answer's text (results of status manual and hand_graded)
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
             raise ValueError(f"status {self.status!r} is not one of {STATUSES}")
         if self.visibility not in VISIBILITIES:
             raise ValueError(f"visibility {self.visibility!r} is not one of {VISIBILITIES}")
-        self.points = self.max_points if self.status == "passed" else 0.0
+        if self.status == "hand_graded":
+            self.points = min(max(float(self.points), 0.0), self.max_points)
+        else:
+            self.points = self.max_points if self.status == "passed" else 0.0
 
     def __setattr__(self, name: str, value) -> None:
         if name == "message":
             value = cap(value, MAX_MESSAGE)
+        elif name == "answer":
+            value = cap(value, MAX_ANSWER)
         elif name in ("name", "task", "checks", "hint", "assignment"):
             value = cap(value, MAX_FIELD)
         super().__setattr__(name, value)
@@ -107,7 +116,8 @@ class GradeReport:
     @classmethod
     def from_json(cls, text: str) -> "GradeReport":
         data = json.loads(text)
-        tests = [TestResult(**{k: v for k, v in t.items() if k != "points"}) for t in data.pop("tests")]
+        tests = [TestResult(**{k: v for k, v in t.items() if k != "points" or t.get("status") == "hand_graded"})
+                 for t in data.pop("tests")]
         return cls(tests=tests, **data)
 
 
@@ -124,6 +134,9 @@ def summary_lines(report: GradeReport, label: str = "points") -> list[str]:
         waiting = [t for t in tests if t.status == "not_graded"]
         if waiting:
             line += f"; {_num(sum(t.max_points for t in waiting))} points need a GPU: not graded here"
+        manual = [t for t in tests if t.status == "manual"]
+        if manual:
+            line += f"; {_num(sum(t.max_points for t in manual))} by hand still to grade"
         todo = sum(t.status == "not_implemented" for t in tests)
         if todo:
             line += f"; {todo} not implemented yet"

@@ -6,7 +6,9 @@
 Python files: each solution region becomes `raise NotImplementedError("...")`, indented like its
 marker, with a message naming the function, its file and the handout section given by the function's
 docstring line `Handout: §N Title`. Markdown files (handouts): a solution region becomes "*Your answer
-here.*". Hidden-test regions are dropped everywhere. Every other file is copied byte for byte.
+here.*". Hidden-test regions are dropped everywhere. Every other file is copied byte for byte. A package
+whose handout (README.md) has written questions also gets its students' answers file, answers.md
+(autograder.written's template: a section per question, a line per numeric part).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from autograder import written
 from autograder.authoring.markers import MarkerError, Region, replace_regions
 
 IGNORED = ("__pycache__", ".pytest_cache", ".ipynb_checkpoints")
@@ -110,7 +113,24 @@ def _write(source: Path, target: Path) -> list[str]:
         else:
             shutil.copyfile(path, out)
         written.append(relpath)
-    return written
+    return written + _answers_files(source, target)
+
+
+def _answers_files(source: Path, target: Path) -> list[str]:
+    """<package>/answers.md for each package whose handout has written questions."""
+    made = []
+    for handout in sorted(source.glob("*/README.md")):
+        rel = f"{handout.parent.name}/{written.ANSWERS}"
+        if (source / rel).exists():
+            raise MarkerError(rel, 1, f"{rel} is generated from the handout's questions: remove it from {source}/")
+        try:
+            questions = written.parse_handout(handout.read_text(encoding="utf-8"), f"{handout.parent.name}/README.md")
+        except written.WrittenError as exc:
+            raise MarkerError(exc.path, exc.line, exc.problem) from None
+        if questions:
+            (target / rel).write_text(written.answers_template(handout.parent.name, questions), encoding="utf-8")
+            made.append(rel)
+    return made
 
 
 def _files(root: Path) -> dict[str, Path]:
