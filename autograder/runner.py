@@ -5,9 +5,10 @@
 
 Steps: a *slot* is made first (a stage folder, the worker library, and a worker already booting on
 an empty submission folder); then the submission is opened into that folder, scanned for forbidden
-APIs, and the public tests and hidden suites run with pytest in this process, the `student`
-fixture answered by the worker; the GradeReport is written as JSON. This process holds the
-reference solutions (on sys.path, for the `reference` fixture) and never imports student code.
+APIs, its written answers (<assignment>/answers.md) read and graded as text, and the public tests
+and hidden suites run with pytest in this process, the `student` fixture answered by the worker;
+the GradeReport is written as JSON. This process holds the reference solutions (on sys.path, for
+the `reference` fixture) and never imports student code.
 
 `--serve` grades many submissions without paying for interpreter start-up each time: it imports
 torch, the reference and the test modules once, then forks one child per submission, each from
@@ -34,7 +35,7 @@ from pathlib import Path
 import pytest
 
 import kernels  # noqa: F401  (Triton's mode, before anything else)
-from autograder import checks, triton_rules
+from autograder import checks, triton_rules, written
 from autograder.results import GradeReport
 from autograder.sandbox import policy, staging
 from autograder.sandbox.process import RemoteStudent, Worker
@@ -142,6 +143,9 @@ def run(job: Job, slot: Slot, protections: policy.Protections, timeout: float) -
     submission = open_submission(Path(job.submission), slot.stage, known_assignments())
     chosen = job.assignments or submission.packages or known_assignments()
     violations = scan(submission, chosen)
+    # The written answers are read now, as the submission gave them, before any of its code runs.
+    answers = [] if job.select else [r for name in chosen for r in written.written_results(
+        name, submission.root / name, SOLUTIONS)]
     grader = GraderPlugin(RemoteStudent(slot.worker, timeout), violations)
     impl.activate(SOLUTIONS)
     args = ["-q", "--no-header", "--tb=short", "-p", "no:cacheprovider", "-p", "no:logging",
@@ -153,6 +157,8 @@ def run(job: Job, slot: Slot, protections: policy.Protections, timeout: float) -
     finally:
         slot.worker.stop()
     report = grader.report or GradeReport(submission="")
+    if grader.report is not None:
+        report.tests = report.tests + answers
     report.submission = submission.name
     report.log = (protections.lines() + [f"assignments graded: {', '.join(chosen)}"]
                   + submission.problems + [f"static check: {v.message}" for v in violations]

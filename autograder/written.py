@@ -367,6 +367,25 @@ def answers_template(assignment: str, questions: list[Question]) -> str:
     return "\n".join(lines)
 
 
+def model_answers(assignment: str, questions: list[Question]) -> str:
+    """solutions/<assignment>/answers.md: the template filled with the keys and the model answers, so
+    the reference solution is a complete submission (its numeric parts score; its prose awaits a grader)."""
+    lines = answers_template(assignment, questions).splitlines()
+    filled: list[str] = []
+    by_id = {q.id: q for q in questions}
+    current = None
+    for line in lines:
+        if line.startswith("## "):
+            current = by_id[line[3:]]
+        part = next((p for p in current.parts if line == f"{p.id} ="), None) if current else None
+        if part is not None:
+            line = f"{part.id} = {int(part.key) if float(part.key).is_integer() else repr(part.key)}"
+        filled.append(line)
+        if line == "Answer:" and current is not None:
+            filled += ["", current.model_answer]
+    return "\n".join(filled) + "\n"
+
+
 @dataclass
 class Answers:
     """A submission's answers.md, read; `problem` says why it could not be (then nothing is answered)."""
@@ -389,8 +408,11 @@ def read_answers(path: Path, limit: int = MAX_ANSWERS_BYTES) -> Answers:
         return Answers(problem=f"{where} is not a regular file: not read")
     if path.stat().st_size > limit:
         return Answers(problem=f"{where} is larger than {limit >> 10} KiB: not read; write the answers only")
-    with open(path, "rb") as handle:
-        data = handle.read(limit + 1)
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(limit + 1)
+    except OSError as exc:
+        return Answers(problem=f"{where} cannot be read ({exc.strerror}): not read")
     return parse_answers(data, where, limit)
 
 
@@ -413,7 +435,7 @@ def parse_answers(data: bytes, where: str = ANSWERS, limit: int = MAX_ANSWERS_BY
             if name in answers.sections:
                 answers.repeated.add(name)
             current = answers.sections.setdefault(name, [])
-        elif line.startswith("#"):
+        elif re.match(r"#{1,2}\s", line):  # another heading ends the section
             current = None
         elif current is not None:
             current.append(line)

@@ -8,7 +8,8 @@ marker, with a message naming the function, its file and the handout section giv
 docstring line `Handout: §N Title`. Markdown files (handouts): a solution region becomes "*Your answer
 here.*". Hidden-test regions are dropped everywhere. Every other file is copied byte for byte. A package
 whose handout (README.md) has written questions also gets its students' answers file, answers.md
-(autograder.written's template: a section per question, a line per numeric part).
+(autograder.written's template: a section per question, a line per numeric part), and the solution's
+answers.md, the same filled with the keys and model answers, is written beside the handout.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from autograder import written
+from autograder import written as wq
 from autograder.authoring.markers import MarkerError, Region, replace_regions
 
 IGNORED = ("__pycache__", ".pytest_cache", ".ipynb_checkpoints")
@@ -102,6 +103,8 @@ def _write(source: Path, target: Path) -> list[str]:
         rel = path.relative_to(source)
         if any(part in IGNORED for part in rel.parts) or path.suffix == ".pyc" or path.is_dir():
             continue
+        if len(rel.parts) == 2 and rel.name == wq.ANSWERS:  # the model answers; students get the template
+            continue
         out = target / rel
         out.parent.mkdir(parents=True, exist_ok=True)
         relpath = rel.as_posix()
@@ -116,21 +119,32 @@ def _write(source: Path, target: Path) -> list[str]:
     return written + _answers_files(source, target)
 
 
-def _answers_files(source: Path, target: Path) -> list[str]:
-    """<package>/answers.md for each package whose handout has written questions."""
-    made = []
+def _handout_questions(source: Path) -> dict[str, list]:
+    """{package: its handout's written questions} for the packages that have some."""
+    found = {}
     for handout in sorted(source.glob("*/README.md")):
-        rel = f"{handout.parent.name}/{written.ANSWERS}"
-        if (source / rel).exists():
-            raise MarkerError(rel, 1, f"{rel} is generated from the handout's questions: remove it from {source}/")
         try:
-            questions = written.parse_handout(handout.read_text(encoding="utf-8"), f"{handout.parent.name}/README.md")
-        except written.WrittenError as exc:
+            questions = wq.parse_handout(handout.read_text(encoding="utf-8"), f"{handout.parent.name}/README.md")
+        except wq.WrittenError as exc:
             raise MarkerError(exc.path, exc.line, exc.problem) from None
         if questions:
-            (target / rel).write_text(written.answers_template(handout.parent.name, questions), encoding="utf-8")
-            made.append(rel)
+            found[handout.parent.name] = questions
+    return found
+
+
+def _answers_files(source: Path, target: Path) -> list[str]:
+    """<package>/answers.md, the students' template, for each package whose handout has written questions."""
+    made = []
+    for package, questions in _handout_questions(source).items():
+        (target / package / wq.ANSWERS).write_text(wq.answers_template(package, questions), encoding="utf-8")
+        made.append(f"{package}/{wq.ANSWERS}")
     return made
+
+
+def model_answers(source: Path) -> dict[Path, str]:
+    """The solution's answers.md of each package with written questions: path -> the text it must hold."""
+    return {source / package / wq.ANSWERS: wq.model_answers(package, questions)
+            for package, questions in _handout_questions(source).items()}
 
 
 def _files(root: Path) -> dict[str, Path]:
@@ -149,13 +163,23 @@ def differences(expected: Path, actual: Path) -> list[str]:
 
 
 def check(source: Path, target: Path) -> list[str]:
-    """What `generate` would change in `target`; empty when in sync."""
+    """What `generate` (and `write_model_answers`) would change; empty when in sync."""
+    stale = [str(path) for path, text in model_answers(source).items()
+             if not path.is_file() or path.read_text(encoding="utf-8") != text]
     with tempfile.TemporaryDirectory() as tmp:
         fresh = Path(tmp) / "stubs"
         _write(source, fresh)
         if not target.is_dir():
-            return ["(the whole tree is missing)"]
-        return differences(fresh, target)
+            return stale + ["(the whole tree is missing)"]
+        return stale + differences(fresh, target)
+
+
+def write_model_answers(source: Path) -> list[Path]:
+    """Write each package's model answers.md in `source`; returns the paths."""
+    answers = model_answers(source)
+    for path, text in answers.items():
+        path.write_text(text, encoding="utf-8")
+    return list(answers)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -174,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{args.target}/ is in sync with {args.source}/")
             return 0
         written = generate(args.source, args.target)
+        write_model_answers(args.source)
     except MarkerError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
