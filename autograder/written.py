@@ -44,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ANSWERS = "answers.md"
 MAX_ANSWERS_BYTES = 256 * 1024
 PREFIX = "written/"
+NBGRADER_STUB = "YOUR ANSWER HERE"  # what nbgrader's release puts in place of a markdown solution region
 
 ID = r"[A-Z]+[0-9]+(?:\.[0-9]+)?"
 NUMBER = r"[0-9]+(?:\.[0-9]+)?"
@@ -116,6 +117,7 @@ class Question:
     rubric_points: float = 0.0
     criteria: list[Criterion] = field(default_factory=list)
     model_answer: str = ""
+    solution_line: int = 0  # the line of its solution block's BEGIN marker (0: none)
 
 
 # ---- numbers ------------------------------------------------------------------------------------
@@ -209,6 +211,7 @@ def _question(lines: list[str], begin: int, end: int, solutions: dict[int, int],
         line, number = lines[index], index + 1
         if number in solutions:
             solution = (index, solutions[number] - 1)
+            question.solution_line = number
             index = solutions[number]
             continue
         if PART_START.match(line):
@@ -364,6 +367,37 @@ def answers_template(assignment: str, questions: list[Question]) -> str:
             lines += [f"{part.id} =" for part in question.parts] + [""]
         if question.criteria:
             lines += ["Answer:", ""]
+    return "\n".join(lines)
+
+
+def cell_id(question_id: str) -> str:
+    """The notebook answer cell's id, `answer-Q6_1` for Q6.1 (a cell id may not hold a dot)."""
+    return "answer-" + question_id.replace(".", "_")
+
+
+def question_of_cell(cell_id_: str) -> str | None:
+    """The question id an answer cell's id names (`answer-Q6_1` -> Q6.1), or None."""
+    match = re.fullmatch(r"answer-([A-Z]+[0-9]+)(?:_([0-9]+))?", cell_id_)
+    if match is None:
+        return None
+    return match.group(1) + (f".{match.group(2)}" if match.group(2) else "")
+
+
+def cell_template(question: Question) -> str:
+    """What an answer cell offers the student: the question's section of answers.md, without heading."""
+    lines = [f"{part.id} =" for part in question.parts]
+    if question.criteria:
+        lines += [""] * bool(lines) + ["Answer:"]
+    return "\n".join(lines)
+
+
+def answers_from_cells(assignment: str, cells: list[tuple[str, str]]) -> str:
+    """answers.md from a notebook's answer cells [(question id, cell text)], in the notebook's order;
+    nbgrader's "YOUR ANSWER HERE" placeholder lines are left out."""
+    lines = answers_template(assignment, []).splitlines()
+    for question_id, text in cells:
+        kept = [line for line in text.splitlines() if line.strip() != NBGRADER_STUB]
+        lines += [f"## {question_id}", "", *kept, ""]
     return "\n".join(lines)
 
 

@@ -12,13 +12,17 @@ How a notebook maps to the package (the same rule both ways, and the rule the ke
   of the tests it runs: the tests needing a GPU or the reference solution run only in the trusted
   grader. `llmsys.group` names the group, so the trusted grader can score the cell too.
 - One graded cell (0 points) holds, in its hidden part, the hidden suite's files for the test cells.
-- The handout comes first, one markdown cell per section; each written answer is a manually graded
-  answer cell (0 points: the course decides what written answers are worth).
+- The handout comes first, one markdown cell per section. Each written question of the handout's format
+  (autograder/written.py) gets one answer cell, id `answer-<ID>` (`answer-Q6_1` for Q6.1: a cell id may
+  not hold a dot), its template the question's section of answers.md (a line `<ID>.<letter> =` per
+  numeric part, then `Answer:`), its solution region the model answer; nbgrader grades it by hand for
+  the rubric's points. Any other solution region of the handout stays a 0-point answer cell.
 
 Reading back (`read_modules`, what the trusted grader does with a submitted notebook): every code cell
 whose first line is `%%writefile <package>/<module>.py` gives that file, a later cell replacing an
-earlier one (`-a` appends), as when the notebook runs top to bottom; nothing else of the notebook is
-used. A static scan flags cells that touch IPython's machinery. Reading is linear in the notebook's
+earlier one (`-a` appends), as when the notebook runs top to bottom; the markdown answer cells
+(`answer-<ID>`) give `<package>/answers.md`, a section per cell, the same file a folder submission
+holds; nothing else of the notebook is used. A static scan flags cells that touch IPython's machinery. Reading is linear in the notebook's
 size, with limits on the cells and on a `%%writefile` line.
 """
 
@@ -32,6 +36,7 @@ from pathlib import Path, PurePosixPath
 
 import nbformat
 
+from autograder import written
 from autograder.authoring.markers import find_regions
 from autograder.package.collect import CollectedTest
 from autograder.package.layout import ROOT, files_of
@@ -125,15 +130,19 @@ def handout_cells(assignment: str) -> list[nbformat.NotebookNode]:
     path = SOLUTIONS / assignment / "README.md"
     text = path.read_text(encoding="utf-8")
     lines = text.splitlines()
+    questions = {q.solution_line: q for q in written.parse_handout(text, f"{assignment}/README.md")}
     chunks, cursor = [], 0
     for region in find_regions(text, str(path.relative_to(ROOT))):
-        chunks.append(("text", "\n".join(lines[cursor: region.begin - 1])))
+        chunks.append(("text", "\n".join(lines[cursor: region.begin - 1]), None))
         if region.kind == "solution":
-            chunks.append(("answer", "\n".join(lines[region.begin - 1: region.end])))
+            chunks.append(("answer", "\n".join(lines[region.begin - 1: region.end]), questions.get(region.begin)))
         cursor = region.end
-    chunks.append(("text", "\n".join(lines[cursor:])))
+    chunks.append(("text", "\n".join(lines[cursor:]), None))
     cells, answers = [], 0
-    for kind, chunk in chunks:
+    for kind, chunk, question in chunks:
+        if kind == "answer" and question is not None:
+            cells.append(answer_cell(assignment, question, chunk))
+            continue
         if kind == "answer":
             answers += 1
             cells.append(_markdown(f"answer-{answers}", chunk,
@@ -142,6 +151,16 @@ def handout_cells(assignment: str) -> list[nbformat.NotebookNode]:
         for section in _sections(chunk):
             cells.append(_markdown(f"handout-{len(cells) + 1}", section))
     return cells
+
+
+def answer_cell(assignment: str, question: written.Question, solution: str) -> nbformat.NotebookNode:
+    """A written question's answer cell: its answers.md template, then the model answer as a solution
+    region (nbgrader's release replaces the region by "YOUR ANSWER HERE")."""
+    template = written.cell_template(question)
+    cell_id = written.cell_id(question.id)
+    metadata = _nbgrader(cell_id.replace("-", "_"), grade=True, solution=True, points=question.rubric_points)
+    metadata["llmsys"] = {"question": question.id, "assignment": assignment}
+    return _markdown(cell_id, f"{template}\n\n{solution}" if template else solution, metadata)
 
 
 def setup_cell(assignment: str) -> nbformat.NotebookNode:
@@ -253,7 +272,11 @@ def read_modules(data: bytes, packages: list[str]) -> tuple[dict[str, bytes], li
     parts: dict[str, list[str]] = {}
     writers: dict[str, list[int]] = {}
     problems: list[str] = []
+    answers: list[tuple[str, str]] = []
     for number, cell in enumerate(cells, start=1):
+        question = _answer_question(cell)
+        if question is not None:
+            answers.append((question, cell["source"]))
         source = cell.get("source") if isinstance(cell, dict) and cell.get("cell_type") == "code" else None
         if not isinstance(source, str):
             continue
@@ -270,7 +293,21 @@ def read_modules(data: bytes, packages: list[str]) -> tuple[dict[str, bytes], li
     files = {rel: "".join(chunks) for rel, chunks in parts.items()}
     for package in sorted({rel.split("/")[0] for rel in files}):
         files.setdefault(f"{package}/__init__.py", "")  # what the setup cell creates
+    written_packages = sorted({rel.split("/")[0] for rel in files})
+    if answers and len(written_packages) == 1:
+        files[f"{written_packages[0]}/{written.ANSWERS}"] = written.answers_from_cells(written_packages[0], answers)
+    elif answers:
+        problems.append(f"the notebook's answer cells were not taken: its module cells write "
+                        f"{len(written_packages)} packages, so the answers belong to none; submit one assignment's "
+                        "notebook")
     return {rel: text.encode("utf-8", "surrogatepass") for rel, text in files.items()}, problems
+
+
+def _answer_question(cell) -> str | None:
+    """The question a markdown answer cell answers (by its id, `answer-<ID>`), or None."""
+    if not isinstance(cell, dict) or cell.get("cell_type") != "markdown" or not isinstance(cell.get("source"), str):
+        return None
+    return written.question_of_cell(str(cell.get("id", "")))
 
 
 def _take(number: int, first: str, body: str, packages: list[str], parts: dict[str, list[str]],

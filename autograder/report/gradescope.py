@@ -3,8 +3,12 @@
 Gradescope knows two test statuses, passed and failed, so every other status becomes "failed" with
 its reason at the start of the test's output, except "not graded here: needs a GPU": such a test is
 listed as 0 of 0 points without a status (neither passed nor failed), its name and output say why,
-and the overall output says what the score is out of (the assignment's total to set on Gradescope). Test visibilities use Gradescope's own names, so they
-pass through unchanged. The schema this output follows is gradescope_schema.json beside this file.
+and the overall output says what the score is out of (the assignment's total to set on Gradescope).
+Written answers graded by hand (status "manual") are left to Gradescope's manual grading the same
+way: listed as 0 of 0 points without a status, named "(graded by hand)", the output saying what they
+are worth; the overall output says how many points are graded by hand, outside the autograder score
+(set up a manually graded question with the handout's rubric for them). Test visibilities use
+Gradescope's own names, so they pass through unchanged. The schema this output follows is gradescope_schema.json beside this file.
 """
 
 from __future__ import annotations
@@ -26,6 +30,11 @@ def case_entry(test: TestResult) -> dict:
     output = explanation(test)
     if test.status != "passed" and test.hint:
         output += f"\nHint: {test.hint}"
+    if test.status == "manual":  # Gradescope's manual grading gives these points, not the autograder
+        return {"name": f"{test.name} (graded by hand)", "score": 0.0, "max_score": 0.0,
+                "output": f"{output}; worth {test.max_points:g} points, graded by hand with the handout's rubric "
+                          "(not part of the autograder score)",
+                "visibility": test.visibility}
     if test.status == "not_graded":  # 0 of 0 and no status: neither passed nor failed, and out of the total
         return {"name": f"{test.name} (not graded here: needs a GPU)", "score": 0.0, "max_score": 0.0,
                 "output": f"{output}; worth {test.max_points:g} points where graded on a GPU",
@@ -34,7 +43,8 @@ def case_entry(test: TestResult) -> dict:
         "name": test.name,
         "score": float(test.points),
         "max_score": float(test.max_points),
-        "status": "passed" if test.status == "passed" else "failed",
+        "status": "passed" if test.status == "passed" or (
+            test.status == "hand_graded" and test.points == test.max_points) else "failed",
         "output": output,
         "visibility": test.visibility,
     }
@@ -45,17 +55,26 @@ def gpu_note(report: GradeReport) -> list[str]:
     waiting = [t for t in report.tests if t.status == "not_graded"]
     if not waiting:
         return []
-    graded = sum(t.max_points for t in report.tests if t.status != "not_graded")
+    graded = sum(t.max_points for t in report.tests if t.status not in ("not_graded", "manual"))
     tests = f"{len(waiting)} test{'s' * (len(waiting) != 1)} worth {sum(t.max_points for t in waiting):g} points"
     return [f"score out of {graded:g} points: {tests} need{'s' * (len(waiting) == 1)} a GPU, not graded "
             "here (listed as 0 / 0)"]
+
+
+def manual_note(report: GradeReport) -> list[str]:
+    """How many points the written answers graded by hand are worth, outside this score."""
+    manual = [t for t in report.tests if t.status == "manual"]
+    if not manual:
+        return []
+    return [f"{sum(t.max_points for t in manual):g} points of written answers are graded by hand ({len(manual)} "
+            "answers, listed as 0 / 0): they come from manual grading, not from this score"]
 
 
 def results_json(report: GradeReport) -> dict:
     return {
         "score": float(report.score),
         "execution_time": round(report.execution_time, 3),
-        "output": "\n".join(clean(line) for line in gpu_note(report) + report.log),
+        "output": "\n".join(clean(line) for line in gpu_note(report) + manual_note(report) + report.log),
         "visibility": "visible",
         # The grader's stdout may name hidden tests: instructors only.
         "stdout_visibility": "hidden",

@@ -1,7 +1,8 @@
 """JUnit XML: one testsuite per assignment, the form CI systems and test dashboards read.
 
-failed and not_implemented become <failure>, error becomes <error>, not_graded and skipped become
-<skipped> (with the reason); points travel as <properties>. Text is cleaned first, since XML 1.0
+failed and not_implemented become <failure>, error becomes <error>, not_graded, skipped and manual (a
+written answer still to be graded by hand) become <skipped> (with the reason); hand_graded is a plain
+testcase; points travel as <properties>. Text is cleaned first, since XML 1.0
 cannot hold most control characters and a student's message may contain any.
 """
 
@@ -13,7 +14,7 @@ from autograder.report.text import clean, explanation, points, reason
 from autograder.results import GradeReport, TestResult
 
 ELEMENTS = {"failed": "failure", "not_implemented": "failure", "error": "error",
-            "not_graded": "skipped", "skipped": "skipped"}
+            "not_graded": "skipped", "skipped": "skipped", "manual": "skipped"}
 
 
 def _properties(parent: ET.Element, **values: str) -> None:

@@ -6,6 +6,8 @@
    first lines of it) and the hint; further failing cases of the same function one line each.
 4. Tests not implemented yet, then the not-graded ones: one line per test function (its parametrised
    cases counted, not repeated); then the passed ones, one line per test file naming its functions.
+   Written answers graded by hand: each with its points and the grader's comment; those still to be
+   graded are counted in the score line ("z by hand still to grade").
 5. The grading notes (the protections that were active, the seed).
 
 Hidden tests (visibility "hidden") appear only as counts and points: their names and messages would
@@ -134,10 +136,30 @@ def _table(report: GradeReport) -> list[str]:
     return lines + [""]
 
 
+def _by_hand(tests: list[TestResult]) -> list[str]:
+    """The written answers graded by hand (points and comment) and those still to be graded."""
+    done = [t for t in tests if t.status == "hand_graded"]
+    todo = [t for t in tests if t.status == "manual"]
+    lines = []
+    if done:
+        lines += [f"## Graded by hand: {_plural(len(done), 'answer')}", ""]
+        for test in done:
+            lines.append(f"- {code(test.name)} ({points(test.points)} / {points(test.max_points)})")
+            if test.message.strip():
+                lines.append(fenced(cut(test.message, 20)))
+        lines.append("")
+    if todo:
+        lines += [f"## To be graded by hand: {_plural(len(todo), 'answer')}", ""]
+        lines += [f"- {code(t.name)} ({points(t.max_points)} points)" for t in todo] + [""]
+    return lines
+
+
 def feedback_markdown(report: GradeReport) -> str:
     waiting = [t for t in report.tests if t.status == "not_graded"]
     graded_max = sum(t.max_points for t in report.tests if t.status != "not_graded")
+    manual = sum(t.max_points for t in report.tests if t.status == "manual")
     score = f"Score: **{points(report.score)} / {points(graded_max)}** points"
+    score += f", {points(manual)} by hand still to grade" if manual else ""
     lines = [f"# Feedback: {code(report.submission)}", "",
              score + (" graded here. " + _gpu_sentence(waiting) if waiting else ""), ""]
     lines += _table(report) if report.tests else []
@@ -149,6 +171,7 @@ def feedback_markdown(report: GradeReport) -> str:
                   + (f" (and {hidden_fix} hidden)" if hidden_fix else ""), ""]
         for name, group in fix.items():
             lines += _failure(name, group)
+    lines += _by_hand(shown)
     sections = (("not_implemented", "Not implemented yet"), ("not_graded", "Not graded here (needs a GPU)"),
                 ("skipped", "Skipped"), ("passed", "Passed"))
     for status, title in sections:

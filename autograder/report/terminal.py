@@ -22,6 +22,8 @@ STYLES = {
     "error": "bold red",
     "not_graded": "cyan",
     "skipped": "dim",
+    "manual": "magenta",
+    "hand_graded": "blue",
 }
 SHORT_MESSAGE = 100
 

@@ -19,6 +19,8 @@ REASONS = {
     "error": "error: the test could not run",
     "not_graded": "not graded here: needs a GPU",
     "skipped": "skipped",
+    "manual": "to be graded by hand",
+    "hand_graded": "graded by hand",
 }
 
 # C0 and C1 controls but newline and tab, bidi overrides (they reorder what a reader sees), lone
