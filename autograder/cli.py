@@ -5,6 +5,7 @@
         [--course grading.toml] [--executor local|slurm] [--partition P] [--account A] [--qos Q]
         [--gpus-per-task G] [--constraint C] [--time MINUTES] [--per-task K] [--max-parallel N]
     python -m autograder nbgrader COURSE_DIR ASSIGNMENT [--workers N] [--timeout S]
+    python -m autograder manual export OUT | manual import OUT SHEET.csv
 
 Exit codes: 0 when grading completed, whatever the score; 1 when the grader itself failed on a
 submission (grade, nbgrader) or some submissions are recorded as errors (batch; rerun to retry them);
@@ -45,7 +46,7 @@ def _positive(kind: type):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m autograder", description="The trusted autograder.")
-    verbs = parser.add_subparsers(dest="verb", required=True, metavar="{grade,batch,nbgrader}")
+    verbs = parser.add_subparsers(dest="verb", required=True, metavar="{grade,batch,nbgrader,manual}")
     grade = verbs.add_parser("grade", help="grade one submission (a folder or a .zip)")
     grade.add_argument("submission", type=Path, help="the submission: a folder or a .zip")
     grade.add_argument("--assignment", metavar="NAME", help="grade only this assignment")
@@ -98,6 +99,15 @@ def build_parser() -> argparse.ArgumentParser:
     course.add_argument("--timeout", type=_positive(float), default=DEFAULT_TIMEOUT, metavar="S",
                         help=f"seconds allowed for each call into student code (default {DEFAULT_TIMEOUT:g})")
     course.set_defaults(command=nbgrader_command, parser=course)
+    manual = verbs.add_parser("manual", help="grade written answers by hand: export grading sheets, import scores")
+    steps = manual.add_subparsers(dest="step", required=True, metavar="{export,import}")
+    export = steps.add_parser("export", help="write OUT/manual/<assignment>-<ID>.html and .csv per question")
+    export.add_argument("out", type=Path, help="the batch output folder (with gradebook.sqlite)")
+    export.set_defaults(command=manual_command, parser=export)
+    sheet = steps.add_parser("import", help="store a filled grading sheet's scores in the gradebook")
+    sheet.add_argument("out", type=Path, help="the batch output folder (with gradebook.sqlite)")
+    sheet.add_argument("sheet", type=Path, help="a grading sheet (.csv) written by `manual export`, filled in")
+    sheet.set_defaults(command=manual_command, parser=sheet)
     return parser
 
 
@@ -184,6 +194,27 @@ def nbgrader_command(args: argparse.Namespace) -> int:
     if failed:
         console.print(Text(f"grading did not complete for: {', '.join(failed)}", style="bold red"))
         return 1
+    return 0
+
+
+def manual_command(args: argparse.Namespace) -> int:
+    from autograder.report.gradebook import Gradebook
+    from autograder.written_manual import ManualError, export, import_sheet
+
+    console = Console()
+    try:
+        if args.step == "export":
+            paths = export(args.out)
+            console.print(Text(f"{len(paths) // 2} grading sheets in {args.out / 'manual'}" if paths
+                               else "no written answers to grade by hand in this gradebook"))
+            return 0
+        changed = import_sheet(args.out, args.sheet)
+    except ManualError as exc:
+        console.print(Text(str(exc), style="bold red"))
+        return 2
+    with Gradebook(args.out / "gradebook.sqlite") as book:
+        console.print(gradebook_table(book.rows()))
+    console.print(Text(f"scores imported for {len(changed)} submission(s); grades in {args.out / 'grades.csv'}"))
     return 0
 
 

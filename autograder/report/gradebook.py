@@ -97,6 +97,7 @@ class Gradebook:
             self._replace(db, name, digest, "graded", report.score, report.max_score, groups, note,
                           report.to_json())
             db.executemany("INSERT INTO tests VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", tests)
+            _apply_manual(db, name)  # scores given by hand to these very answers earlier
 
     def record_error(self, name: str, digest: str, message: str) -> None:
         """Store a submission that could not be graded; it is graded again by the next batch."""
@@ -145,3 +146,80 @@ class Gradebook:
 
 def _blank(value):
     return "" if value is None else value
+
+
+# ---- written answers graded by hand (autograder/manual.py imports the grading sheets) --------------
+
+MANUAL_SCHEMA = """
+CREATE TABLE IF NOT EXISTS manual_scores (
+    submission  TEXT NOT NULL,
+    question    TEXT NOT NULL,  -- the result's name, e.g. written/W1
+    criteria    TEXT NOT NULL,  -- JSON [points per rubric criterion]
+    points      REAL NOT NULL,
+    comment     TEXT NOT NULL,
+    answer_sha  TEXT NOT NULL,  -- sha256 of the answer graded: a changed answer is not scored by it
+    graded_at   TEXT NOT NULL,
+    PRIMARY KEY (submission, question)
+);
+"""
+
+
+def answer_digest(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _manual_table(db: sqlite3.Connection) -> None:
+    db.execute(MANUAL_SCHEMA)
+
+
+def store_manual(book: Gradebook, scores: list[dict]) -> list[str]:
+    """Store hand-given scores, each {submission, question, criteria, comment, answer_sha}, replacing earlier
+    ones for the same answer, and apply them to the stored reports, all in one transaction; returns the
+    submissions changed."""
+    _manual_table(book._db)
+    graded_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    names = sorted({s["submission"] for s in scores})
+    with book._transaction() as db:
+        db.executemany("INSERT OR REPLACE INTO manual_scores VALUES (?, ?, ?, ?, ?, ?, ?)",
+                       [(s["submission"], s["question"], json.dumps(s["criteria"]), float(sum(s["criteria"])),
+                         s["comment"], s["answer_sha"], graded_at) for s in scores])
+        for name in names:
+            _apply_manual(db, name)
+    return names
+
+
+def manual_scores(book: Gradebook, name: str) -> dict[str, dict]:
+    """{question: {criteria, points, comment, answer_sha}} stored for one submission."""
+    _manual_table(book._db)
+    cursor = book._db.execute("SELECT question, criteria, points, comment, answer_sha FROM manual_scores "
+                              "WHERE submission = ?", (name,))
+    return {q: {"criteria": json.loads(c), "points": p, "comment": m, "answer_sha": a} for q, c, p, m, a in cursor}
+
+
+def _apply_manual(db: sqlite3.Connection, name: str) -> None:
+    """Put the stored hand scores of `name` into its report, its test rows and its totals (inside the
+    caller's transaction). A score applies only to the very answer it was given for."""
+    _manual_table(db)
+    row = db.execute("SELECT report FROM submissions WHERE name = ? AND status = 'graded'", (name,)).fetchone()
+    stored = {q: (p, m, a) for q, p, m, a in db.execute(
+        "SELECT question, points, comment, answer_sha FROM manual_scores WHERE submission = ?", (name,))}
+    if not row or not row[0] or not stored:
+        return
+    report = GradeReport.from_json(row[0])
+    changed = False
+    for position, test in enumerate(report.tests):
+        found = stored.get(test.name)
+        if test.status not in ("manual", "hand_graded") or not found or found[2] != answer_digest(test.answer):
+            continue
+        test.status, test.points = "hand_graded", min(max(found[0], 0.0), test.max_points)
+        test.message = f"graded by hand: {found[0]:g} / {test.max_points:g}" + (f"\n{found[1]}" if found[1] else "")
+        db.execute("UPDATE tests SET status = ?, points = ?, message = ? WHERE submission = ? AND position = ?",
+                   (test.status, test.points, clean(test.message), name, position))
+        changed = True
+    if changed:
+        groups = {a: [sum(t.points for t in ts), sum(t.max_points for t in ts)] for a, ts in report.by_assignment().items()}
+        db.execute("UPDATE submissions SET score = ?, assignments = ?, report = ? WHERE name = ?",
+                   (report.score, json.dumps(groups), report.to_json(), name))
+
