@@ -55,7 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--timeout", type=_positive(float), default=DEFAULT_TIMEOUT, metavar="S",
                        help=f"seconds allowed for each call into student code (default {DEFAULT_TIMEOUT:g})")
     grade.add_argument("--select", metavar="EXPR", help="only the tests matching this pytest -k expression "
-                       "(e.g. 'not hidden' for the public tests)")
+                       "(e.g. 'not hidden' for the public tests); the written answers are graded only without it, or "
+                       "when it says 'written'")
     grade.add_argument("--seed", type=int, metavar="N", help="seed of the randomised tests, to reproduce a run")
     grade.set_defaults(command=grade_command, parser=grade)
     batch = verbs.add_parser("batch", help="grade every submission in a folder into a gradebook")

@@ -143,9 +143,10 @@ def run(job: Job, slot: Slot, protections: policy.Protections, timeout: float) -
     submission = open_submission(Path(job.submission), slot.stage, known_assignments())
     chosen = job.assignments or submission.packages or known_assignments()
     violations = scan(submission, chosen)
-    # The written answers are read now, as the submission gave them, before any of its code runs.
-    answers = [] if job.select else [r for name in chosen for r in written.written_results(
-        name, submission.root / name, SOLUTIONS)]
+    # The written answers are read now, as the submission gave them, before any of its code runs. A
+    # --select leaves them out unless it names them ("written", or e.g. "written or test_memory").
+    answers = [] if job.select and "written" not in job.select else [
+        r for name in chosen for r in written.written_results(name, submission.root / name, SOLUTIONS)]
     grader = GraderPlugin(RemoteStudent(slot.worker, timeout), violations)
     impl.activate(SOLUTIONS)
     args = ["-q", "--no-header", "--tb=short", "-p", "no:cacheprovider", "-p", "no:logging",
