@@ -22,6 +22,7 @@ HANDOUTS = {name: (ROOT / "solutions" / name / "README.md").read_text() for name
 
 COMPUTE = r"""
 import json, math
+import torch
 from resource_accounting import flops as F, memory as M, network as N
 from flash_attention import analysis as A
 from kernels.hardware import gpu
@@ -61,6 +62,12 @@ print(json.dumps({
     "worked flash": A.flash_attention_hbm_bytes(1, 1, 1024, 1024, 64, 64),
     "w2 p bytes": 16 * 16384**2 * 2, "w2 lse bytes": 16 * 16384 * 4,
     "w3 tiles": 128 * 129 // 2,
+    "w3 percent": 100 * (128 * 129 // 2) / 128**2, "w6 percent": 100 * (128 - 80) / 128,
+    "q6.1 read us": 8192**2 * 2 / bw * 1e6, "q6.1 prefill us": F.matmul_flops(4096, 8192, 8192) / peak * 1e6,
+    "q9.1 units": (2 * N.forward_flops(1, 1, 1) + N.backward_flops(1, 1, 1)) / 1,
+    "q9.1 percent": 100 * N.forward_flops(1, 1, 1) / (N.forward_flops(1, 1, 1) + N.backward_flops(1, 1, 1)),
+    "bf16 exponent": M.float_format(torch.bfloat16).exponent_bits,
+    "fp16 exponent": M.float_format(torch.float16).exponent_bits,
 }))
 """
 
@@ -129,3 +136,31 @@ def test_the_first_batches_that_reach_the_ridges_are_rounded_up(keys):
     assert keys["q6.1 below"] < keys["h100 ridge"] <= keys["q6.1 at batch"]
     assert keys["w4 below"] < keys["h200 ridge"] <= keys["w4 at batch"]
     assert math.isclose(keys["h200 ridge"], 206.125)
+
+
+# Each numeric part's key (the `<ID>.<letter> = value` lines of the handouts) and the computation it must equal.
+PART_KEYS = {
+    "W2.a": "w2 p bytes", "W2.b": "w2 lse bytes", "W3.a": "w3 tiles", "W3.b": "w3 percent",
+    "W4.a": "w4 decode 64", "W4.b": "w4 prefill 512", "W4.c": "w4 batch", "W6.a": "w6 percent",
+    "Q6.1.a": "decode 64", "Q6.1.b": "prefill 4096", "Q6.1.c": "q6.1 read us", "Q6.1.d": "q6.1 prefill us",
+    "Q6.1.e": "q6.1 batch", "Q9.1.a": "q9.1 units", "Q9.1.b": "q9.1 percent", "Q10.1.a": "bf16 exponent",
+    "Q10.1.b": "fp16 exponent",
+}
+
+
+def _parts():
+    from autograder.written import handout_questions
+
+    return [part for name in sorted(HANDOUTS) for q in handout_questions(name) for part in q.parts]
+
+
+def test_every_numeric_key_of_the_handouts_is_computed_here():
+    assert sorted(p.id for p in _parts()) == sorted(PART_KEYS)
+
+
+@pytest.mark.parametrize("part", _parts(), ids=lambda p: p.id)
+def test_a_key_line_equals_its_computation_to_the_digits_written(keys, part):
+    """The key, rounded as written, is within 0.1% of the computed value and inside its own tolerance."""
+    computed = keys[PART_KEYS[part.id]]
+    assert math.isclose(part.key, computed, rel_tol=1e-3), (part.id, part.key, computed)
+    assert part.tolerance.accepts(computed, part.key), (part.id, part.key, computed)
