@@ -509,7 +509,7 @@ def _grade_part(assignment: str, part: Part, section: list[str] | None, repeated
 
     question = part.id.rsplit(".", 1)[0]
     if problem:
-        return result("failed", f"{part.id}: not graded, {problem}")
+        return result("not_implemented" if problem.startswith("no ") else "failed", f"{part.id}: not graded, {problem}")
     if section is None:
         return result("failed", f"{part.id}: no section `## {question}` in answers.md: keep the template's headings")
     pattern = _part_line(part.id)
@@ -523,6 +523,9 @@ def _grade_part(assignment: str, part: Part, section: list[str] | None, repeated
                                 "is graded; keep one line per part")
     answer = first_number(found[0])
     shown = found[0].strip()[:80] or "nothing"
+    if not found[0].strip():
+        return result("not_implemented", f"{part.id}: not answered yet: expected a number after `{part.id} =`; "
+                                         "found 'nothing'")
     if answer is None:
         return result("failed", f"{part.id}: expected a number after `{part.id} =`; found {shown!r}")
     if part.tolerance.kind == "exact" and not answer.is_integer():
@@ -538,10 +541,11 @@ def _prose_result(assignment: str, question: Question, answers: Answers) -> Test
     base = dict(name=f"{PREFIX}{question.id}", assignment=assignment, max_points=question.rubric_points,
                 task="written", checks=rubric[:480], answer=prose)
     if answers.problem:
-        return TestResult(status="failed", message=f"{question.id}: not graded, {answers.problem}", **base)
+        return TestResult(status="not_implemented" if answers.problem.startswith("no ") else "failed",
+                          message=f"{question.id}: not graded, {answers.problem}", **base)
     if not prose:
-        return TestResult(status="failed", message=f"{question.id}: no answer written under `## {question.id}`",
-                          **base)
+        return TestResult(status="not_implemented", message=f"{question.id}: not answered yet: no answer written "
+                                                            f"under `## {question.id}`", **base)
     note = " (its heading appears more than once: every section of it is read)" if question.id in answers.repeated else ""
     return TestResult(status="manual", message=f"{question.id}: to be graded by hand ({len(prose)} characters){note}",
                       **base)

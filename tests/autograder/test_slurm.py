@@ -101,9 +101,9 @@ def slurm_executor(**options) -> SlurmExecutor:
 def test_the_cluster_grades_the_cohort_as_this_machine_does(sample, tmp_path):
     directory, local = sample
     assert {name: row[:3] for name, row in local.items()} == {
-        "correct": ("graded", 219.5, 221.5), "stubs": ("graded", 0.0, 221.5),
-        "mistake-matmul-flops": ("graded", 177.0, 221.5), "cheat-always-equal": ("graded", 0.0, 221.5),
-        "crash-abort": ("graded", local["crash-abort"][1], 221.5)}
+        "correct": ("graded", 224.5, 231.5), "stubs": ("graded", 0.0, 231.5),
+        "mistake-matmul-flops": ("graded", 182.0, 231.5), "cheat-always-equal": ("graded", 0.0, 231.5),
+        "crash-abort": ("graded", local["crash-abort"][1], 231.5)}
     assert local["correct"][1] > local["crash-abort"][1] > 0  # only what calls matmul_flops crashed
     executor = slurm_executor()
     rows = run_batch(directory, tmp_path / "out", console=quiet(), executor=executor)

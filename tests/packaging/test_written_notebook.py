@@ -68,7 +68,7 @@ def test_a_submitted_notebook_becomes_the_answers_md_of_a_folder_submission(rele
         [(r.name, r.status, r.points, r.answer) for r in from_folder]
     scored = {r.name: (r.status, r.points) for r in from_notebook}
     assert scored["written/Q6.1.e"] == ("passed", 1) and scored["written/Q9.1.a"] == ("failed", 0)
-    assert scored["written/Q6.1"] == ("manual", 0) and scored["written/Q10.1"] == ("failed", 0)
+    assert scored["written/Q6.1"] == ("manual", 0) and scored["written/Q10.1"] == ("not_implemented", 0)
     # Opened as a submission, the notebook gives the package its answers.md beside the modules.
     path = tmp_path / "alice.ipynb"
     path.write_bytes(data)
@@ -84,4 +84,4 @@ def test_an_answer_cell_cannot_be_used_to_write_outside_the_answers(released, tm
     files, problems = read_modules(nbformat.writes(nb).encode(), [ASSIGNMENT])
     answers = parse_answers(files[f"{ASSIGNMENT}/answers.md"])
     results = {r.name: r.status for r in grade_answers(ASSIGNMENT, QUESTIONS, answers)}
-    assert results["written/Q6.1.e"] == "failed" and any("not a module of the packages" in p for p in problems)
+    assert results["written/Q6.1.e"] == "not_implemented" and any("not a module of the packages" in p for p in problems)
