@@ -55,3 +55,34 @@ def test_answers_written_at_run_time_or_outside_the_package_change_nothing(tmp_p
     assert results["score"] == 2.0  # the one test and Q6.1.e
     feedback = (out / "feedback.md").read_text()
     assert "Q6.1.a: not answered yet" in feedback
+
+
+def opened_written(tmp_path: Path, make) -> tuple[dict, list[str]]:
+    """The written results of a submission folder after the grader's opening (what the runner reads)."""
+    from autograder.submission import open_submission
+    from autograder.written import written_results
+
+    folder = tmp_path / "sub"
+    (folder / ASSIGNMENT).mkdir(parents=True)
+    (folder / ASSIGNMENT / "memory.py").write_text("x = 1\n")
+    make(folder / ASSIGNMENT / "answers.md")
+    sub = open_submission(folder, tmp_path / "stage", [ASSIGNMENT])
+    results = written_results(ASSIGNMENT, sub.root / ASSIGNMENT)
+    return {t.name: (t.status, t.points, t.message) for t in results}, sub.problems
+
+
+def test_a_symlinked_huge_or_binary_answers_file_scores_nothing_with_a_reason(tmp_path):
+    model = (ROOT / "solutions" / ASSIGNMENT / "answers.md").read_text()
+    outside = tmp_path / "model.md"
+    outside.write_text(model)
+    cases = {
+        "symlink": (lambda path: path.symlink_to(outside), "no resource_accounting/answers.md", "a symlink"),
+        "huge": (lambda path: path.write_text(model + "x" * (6 << 20)), "no resource_accounting/answers.md",
+                 "larger than 5 MB"),
+        "large": (lambda path: path.write_text(model + "x" * (300 << 10)), "larger than 256 KiB", ""),
+        "binary": (lambda path: path.write_bytes(model.encode() + b"\x00\xff" * 100), "not text", ""),
+    }
+    for name, (make, message, problem) in cases.items():
+        results, problems = opened_written(tmp_path / name, make)
+        assert results and all(points == 0 and message in text for _, points, text in results.values()), name
+        assert not problem or any(problem in line for line in problems), (name, problems)
