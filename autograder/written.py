@@ -228,9 +228,9 @@ def _question(lines: list[str], begin: int, end: int, solutions: dict[int, int],
             continue
         elif not question.parts and rubric_total is None:
             text.append(line)
-        elif line.strip():
-            raise WrittenError(path, number, f"{question.id}: text after its parts or rubric; put the question's "
-                                             "text before them, or end the question with a `## ` heading")
+        elif line.strip() and solution is None:
+            raise WrittenError(path, number, f"{question.id}: text between its parts or rubric and its solution "
+                                             "block; put the question's text before the parts")
         index += 1
     question.text = "\n".join(text).strip()
     _check_points(question, rubric_total, path)
@@ -281,12 +281,7 @@ def _criteria(lines: list[str], index: int, end: int, question: Question, path: 
         elif line.startswith((" ", "\t")) and line.strip() and question.criteria:
             last = question.criteria[-1]
             last.text = f"{last.text} {line.strip()}"
-        elif line.strip() or not question.criteria:
-            if not line.strip():
-                index += 1
-                continue
-            break
-        else:
+        elif line.strip() or question.criteria:  # blank lines may only come before the first criterion
             break
         index += 1
     if not question.criteria:

@@ -77,11 +77,17 @@ def test_nbgraders_release_has_stubs_and_no_solution_or_hidden_test(packaged, na
     assert {"tests/__init__.py", "autograder/package/notebook_tests.py", "conftest.py", "pytest.ini"} <= files
 
 
+def by_hand(packaged) -> float:
+    """The points of the written answers' cells, which nbgrader's formgrader grades by hand."""
+    cells = source_notebook(packaged, ASSIGNMENT).cells
+    return sum(c.metadata["nbgrader"]["points"] for c in cells if "question" in c.metadata.get("llmsys", {}))
+
+
 def test_nbgrader_autograde_gives_the_correct_notebook_full_marks(packaged):
     code, output = packaged.job("autograde-correct").wait()
     assert code == 0, output[-3000:]
     score, maximum, cells, _ = gradebook_scores(packaged.work / "course-correct", ["correct"])["correct"]
-    assert score == maximum > 100, cells
+    assert score == maximum - by_hand(packaged) > 100 and by_hand(packaged) > 0, cells
 
 
 def test_nbgrader_autograde_gives_the_stub_notebook_zero(packaged):
@@ -97,7 +103,7 @@ def test_the_trusted_grader_writes_its_scores_into_the_gradebook_and_flags_ipyth
     course = packaged.work / "course-trusted"
     scores = gradebook_scores(course, ["correct", "cheat"])
     score, maximum, _, note = scores["correct"]
-    assert score == maximum > 100 and "trusted grader" in note and "Flagged" not in note
+    assert score == maximum - by_hand(packaged) > 100 and "trusted grader" in note and "Flagged" not in note
     score, maximum, _, note = scores["cheat"]
     assert score == 0 and maximum > 100 and "input_transformers_post" in note
     feedback = (course / "trusted" / "cheat" / ASSIGNMENT / ASSIGNMENT / "feedback.md").read_text()

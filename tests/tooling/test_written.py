@@ -103,6 +103,7 @@ BROKEN = [
     ("T3.a = 50.39", "T3.a = 50.39\nT3.b = 1", 23, "not a part of T3"),
     ("**T3.** *(0.5 points)*", "**T2.** *(0.5 points)*", 19, "name it T2.a"),
     ("**T3.** *(0.5 points)*", "**T3.** *(1 point)*", 17, "parts add up to 0.5"),
+    ("- *(1)* the reasoning.\n", "- *(1)* the reasoning.\nShow your work.\n", 10, "between its parts or rubric"),
     ("## §9 Next", "**T2.** *(1 point)* again\n\n*Rubric (1 point):*\n- *(1)* x", 25, "already defined at line 3"),
 ]
 
@@ -113,6 +114,11 @@ def test_a_broken_handout_names_the_line_and_the_fix(old, new, line, words):
     with pytest.raises(WrittenError) as caught:
         parse_handout(QUESTION.replace(old, new, 1), "x/README.md")
     assert caught.value.line == line and words in str(caught.value) and str(caught.value).startswith(f"x/README.md:{line}:")
+
+
+def test_text_after_a_solution_block_stays_with_its_question():
+    assert [q.id for q in parse_handout(QUESTION.replace("### END SOLUTION\n", "### END SOLUTION\nA note.\n", 1))] \
+        == ["T2", "T3"]
 
 
 def test_questions_in_a_code_fence_and_other_bold_lines_are_not_questions():
