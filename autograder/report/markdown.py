@@ -85,6 +85,8 @@ def _passed_by_file(group: "OrderedDict[str, list[TestResult]]") -> list[str]:
     totals: dict[str, float] = {}
     for name, tests in group.items():
         path, _, function = name.partition("::")
+        if not function:  # a written answer's part (written/Q6.1.a): listed together
+            path, function = "written answers", path
         files.setdefault(path, []).append(code(function) + (f" ({len(tests)} cases)" if len(tests) > 1 else ""))
         totals[path] = totals.get(path, 0.0) + sum(t.points for t in tests)
     return [f"- {code(path)} ({points(totals[path])} / {points(totals[path])}): " + ", ".join(functions)
