@@ -44,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ANSWERS = "answers.md"
 MAX_ANSWERS_BYTES = 256 * 1024
 PREFIX = "written/"
+MAX_NUMBER_LINE = 200  # characters of a numeric line read for its number
 NBGRADER_STUB = "YOUR ANSWER HERE"  # what nbgrader's release puts in place of a markdown solution region
 
 ID = r"[A-Z]+[0-9]+(?:\.[0-9]+)?"
@@ -516,7 +517,7 @@ def _grade_part(assignment: str, part: Part, section: list[str] | None, repeated
         where = " (the heading appears more than once)" if repeated else ""
         return result("failed", f"{part.id}: answered on {len(found)} lines{where}: only one answer counts, so none "
                                 "is graded; keep one line per part")
-    answer = first_number(found[0])
+    answer = first_number(found[0][:MAX_NUMBER_LINE])
     shown = found[0].strip()[:80] or "nothing"
     if not found[0].strip():
         return result("not_implemented", f"{part.id}: not answered yet: expected a number after `{part.id} =`; "
