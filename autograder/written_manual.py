@@ -18,6 +18,7 @@ OUT/grades.csv, whose totals now include them.
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import math
 from dataclasses import dataclass
@@ -58,6 +59,7 @@ def _book(out: Path) -> Gradebook:
     return Gradebook(path)
 
 
+@functools.lru_cache(maxsize=None)
 def _questions(assignment: str) -> dict[str, Question]:
     return {q.id: q for q in handout_questions(assignment)}
 

@@ -167,3 +167,10 @@ def test_a_regrade_keeps_hand_scores_of_the_same_answer_only(out):
         book.record("carol", "new digest", grade_written(cohort / "carol"))
     assert rows(out)["alice"] == scored["alice"]
     assert rows(out)["carol"][0] == scored["carol"][0] - 1  # a changed answer waits for a new hand score
+
+
+def test_the_cli_exports_and_names_a_folder_without_a_gradebook(out, tmp_path, capsys):
+    assert main(["manual", "export", str(out)]) == 0
+    assert "3 grading sheets in" in capsys.readouterr().out
+    assert main(["manual", "export", str(tmp_path / "nowhere")]) == 2
+    assert "gradebook.sqlite does not exist" in capsys.readouterr().out.replace("\n", "")
