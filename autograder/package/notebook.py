@@ -109,7 +109,9 @@ This notebook is the whole assignment: the handout below, then one code cell per
   and ends with the public points earned. When the notebook is graded, hidden tests of the same
   properties run too and count in the same cell. (The handout's `make test` is for the repository
   edition; in a terminal in this folder, `python -m pytest tests/{assignment}` runs all the tests.)
-- **Answer the written questions** in the answer cells ("YOUR ANSWER HERE").""")
+- **Answer the written questions** in their answer cells: a number after each `<ID>.<letter> =` line
+  (a unit after it is fine), your reasoning in place of "YOUR ANSWER HERE" below `Answer:`. The numbers
+  are graded automatically with the handout's tolerance, the reasoning by hand.""")
 
 
 def _sections(text: str) -> list[str]:
