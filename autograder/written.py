@@ -211,6 +211,9 @@ def _question(lines: list[str], begin: int, end: int, solutions: dict[int, int],
     while index < end:
         line, number = lines[index], index + 1
         if number in solutions:
+            if solution is not None:
+                raise WrittenError(path, number, f"{question.id} has a second solution block: keep its keys and "
+                                                 "model answer in one")
             solution = (index, solutions[number] - 1)
             question.solution_line = number
             index = solutions[number]

@@ -104,6 +104,7 @@ BROKEN = [
     ("**T3.** *(0.5 points)*", "**T2.** *(0.5 points)*", 19, "name it T2.a"),
     ("**T3.** *(0.5 points)*", "**T3.** *(1 point)*", 17, "parts add up to 0.5"),
     ("- *(1)* the reasoning.\n", "- *(1)* the reasoning.\nShow your work.\n", 10, "between its parts or rubric"),
+    ("### END SOLUTION\n", "### END SOLUTION\n### BEGIN SOLUTION\nx\n### END SOLUTION\n", 16, "second solution block"),
     ("## §9 Next", "**T2.** *(1 point)* again\n\n*Rubric (1 point):*\n- *(1)* x", 25, "already defined at line 3"),
 ]
 
