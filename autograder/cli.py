@@ -5,6 +5,7 @@
         [--course grading.toml] [--executor local|slurm] [--partition P] [--account A] [--qos Q]
         [--gpus-per-task G] [--constraint C] [--time MINUTES] [--per-task K] [--max-parallel N]
     python -m autograder nbgrader COURSE_DIR ASSIGNMENT [--workers N] [--timeout S]
+    python -m autograder similarity DIR [--out OUT] [--threshold T] [--min-tokens N] [--public KNOWN_DIR]
 
 Exit codes: 0 when grading completed, whatever the score; 1 when the grader itself failed on a
 submission (grade, nbgrader) or some submissions are recorded as errors (batch; rerun to retry them);
@@ -45,7 +46,7 @@ def _positive(kind: type):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m autograder", description="The trusted autograder.")
-    verbs = parser.add_subparsers(dest="verb", required=True, metavar="{grade,batch,nbgrader}")
+    verbs = parser.add_subparsers(dest="verb", required=True, metavar="{grade,batch,nbgrader,similarity}")
     grade = verbs.add_parser("grade", help="grade one submission (a folder or a .zip)")
     grade.add_argument("submission", type=Path, help="the submission: a folder or a .zip")
     grade.add_argument("--assignment", metavar="NAME", help="grade only this assignment")
@@ -98,6 +99,19 @@ def build_parser() -> argparse.ArgumentParser:
     course.add_argument("--timeout", type=_positive(float), default=DEFAULT_TIMEOUT, metavar="S",
                         help=f"seconds allowed for each call into student code (default {DEFAULT_TIMEOUT:g})")
     course.set_defaults(command=nbgrader_command, parser=course)
+    similar = verbs.add_parser("similarity", help="list pairs of submissions with similar code (copydetect)")
+    similar.add_argument("directory", type=Path, help="a folder holding one folder or .zip per submission")
+    similar.add_argument("--out", type=Path, default=Path("out"), metavar="OUT",
+                         help="where similarity.csv and report/similarity.html go (default: out)")
+    similar.add_argument("--threshold", type=_positive(float), default=None, metavar="T",
+                         help="list a pair when either file has at least this share of its tokens in the other "
+                         "(default 0.6)")
+    similar.add_argument("--min-tokens", type=_positive(int), default=None, metavar="N",
+                         help="and the match covers at least N filtered tokens (default 100)")
+    similar.add_argument("--public", type=Path, metavar="KNOWN_DIR",
+                         help="known public solutions to compare each submission with: a package layout, or a "
+                         "folder of them")
+    similar.set_defaults(command=similarity_command, parser=similar)
     return parser
 
 
@@ -184,6 +198,23 @@ def nbgrader_command(args: argparse.Namespace) -> int:
     if failed:
         console.print(Text(f"grading did not complete for: {', '.join(failed)}", style="bold red"))
         return 1
+    return 0
+
+
+def similarity_command(args: argparse.Namespace) -> int:
+    from autograder.similarity import MIN_TOKENS, THRESHOLD, SimilarityError, compare, write
+
+    try:
+        result = compare(args.directory, public=args.public, threshold=args.threshold or THRESHOLD,
+                         min_tokens=args.min_tokens or MIN_TOKENS)
+    except SimilarityError as exc:
+        args.parser.error(str(exc))
+    table, page = write(result, args.out)
+    console = Console()
+    for name, why in result.skipped.items():
+        console.print(Text(f"{name}: not compared ({why})", style="yellow"))
+    console.print(Text(f"{len(result.submissions)} submissions, {len(result.pairs)} pair(s) of files above "
+                       f"{result.threshold:g}: {table}, {page}"))
     return 0
 
 
