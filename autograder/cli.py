@@ -1,7 +1,9 @@
 """The command line, a thin face over the two verbs:
 
     python -m autograder grade SUBMISSION [--assignment NAME] [--out DIR] [--timeout S] [--select EXPR] [--seed N]
+        [--submission-metadata submission_metadata.json] [--course grading.toml]
     python -m autograder batch DIR --out OUT [--workers N] [--timeout S] [--overlap auto|always|never] [--regrade NAME]
+        [--times times.csv|EVENTS_DIR]
         [--course grading.toml] [--executor local|slurm] [--partition P] [--account A] [--qos Q]
         [--gpus-per-task G] [--constraint C] [--time MINUTES] [--per-task K] [--max-parallel N]
     python -m autograder nbgrader COURSE_DIR ASSIGNMENT [--workers N] [--timeout S]
@@ -21,7 +23,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from autograder.course import COURSE_FILE, EXECUTORS, ClusterOptions, CourseError, load_cluster
+from autograder.course import COURSE_FILE, EXECUTORS, ClusterOptions, CourseError, load_cluster, load_late
 from autograder.grade import OVERLAP_CHOICES
 from autograder.report.terminal import gradebook_table, print_report
 
@@ -57,6 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--select", metavar="EXPR", help="only the tests matching this pytest -k expression "
                        "(e.g. 'not hidden' for the public tests)")
     grade.add_argument("--seed", type=int, metavar="N", help="seed of the randomised tests, to reproduce a run")
+    grade.add_argument("--submission-metadata", type=Path, metavar="FILE", help="Gradescope's submission_metadata."
+                       "json: apply the course file's late policy with its created_at and the student's due date")
+    grade.add_argument("--course", type=Path, metavar="FILE", help=f"the course file with the late policy (default: "
+                       f"{COURSE_FILE} in the working folder, if there is one)")
     grade.set_defaults(command=grade_command, parser=grade)
     batch = verbs.add_parser("batch", help="grade every submission in a folder into a gradebook")
     batch.add_argument("directory", type=Path, help="a folder holding one folder or .zip per submission")
@@ -72,6 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "the machine has two cores per worker")
     batch.add_argument("--regrade", action="append", default=[], metavar="NAME",
                        help="grade this submission again even if its gradebook row is current (repeatable)")
+    batch.add_argument("--times", type=Path, metavar="CSV_OR_DIR", help="submission times, to apply the course "
+                       "file's late policy: a CSV (student,time[,assignment]) or a folder of GitHub push events "
+                       "(<student>.json)")
     cluster = batch.add_argument_group("cluster", "where to grade; each option can also be set in the course "
                                        "file's [cluster] table, and the command line wins")
     cluster.add_argument("--course", type=Path, metavar="FILE", help=f"the course file (default: {COURSE_FILE} in "
@@ -133,10 +142,16 @@ def grade_command(args: argparse.Namespace) -> int:
     from autograder.submission import submission_name
 
     out = args.out or Path("out") / submission_name(args.submission.resolve())
+    policy = late_policy(args, required=False) if args.submission_metadata else None
     report = grade(args.submission, out=out, assignment=args.assignment, call_timeout=args.timeout,
                    select=args.select, seed=args.seed)
     console = Console()
     print_report(report, console)
+    if policy is not None and report.tests:
+        from autograder.late import apply_to_submission
+
+        for line in apply_to_submission(report, out, policy, args.submission_metadata):
+            console.print(Text(f"late policy: {line}", style="yellow"))
     console.print(Text(f"reports written to {out}"))
     if not report.tests:
         console.print(Text("grading did not complete: the log above says why", style="bold red"))
@@ -154,20 +169,57 @@ def cluster_options(args: argparse.Namespace) -> ClusterOptions:
         args.parser.error(str(exc))
 
 
+def late_policy(args: argparse.Namespace, required: bool = True):
+    """The course file's late policy (a usage error where it is wrong, or absent and `required`)."""
+    from autograder.submission import ASSIGNMENTS
+
+    course = args.course or (Path(COURSE_FILE) if Path(COURSE_FILE).is_file() else None)
+    known = sorted(p.parent.name for p in ASSIGNMENTS.glob("*/__init__.py"))
+    try:
+        policy = load_late(course, known) if course else None
+    except CourseError as exc:
+        args.parser.error(str(exc))
+    if policy is None and required:
+        args.parser.error(f"the late policy needs a course file ({COURSE_FILE}, or --course) with a due date per "
+                          "assignment: [assignments.<name>] with due = 2027-01-20T17:00:00-08:00")
+    return policy
+
+
+def late_setup(args: argparse.Namespace):
+    """(late policy, submission times) for batch, or None without --times."""
+    if args.times is None:
+        return None
+    from autograder.late import LateError, read_times
+
+    policy = late_policy(args)
+    try:
+        return policy, read_times(args.times)
+    except LateError as exc:
+        args.parser.error(str(exc))
+
+
 def batch_command(args: argparse.Namespace) -> int:
     require_isolation(args)
     from autograder.batch import BatchError, run_batch
     from autograder.executors import SlurmExecutor
 
+    late = late_setup(args)
     options = cluster_options(args)
     executor = SlurmExecutor(options, call_timeout=args.timeout) if options.executor == "slurm" else None
     console = Console()
     try:
         rows = run_batch(args.directory, args.out, workers=args.workers, call_timeout=args.timeout,
-                         console=console, overlap=args.overlap, executor=executor, regrade=tuple(args.regrade))
+                         console=console, overlap=args.overlap, executor=executor, regrade=tuple(args.regrade),
+                         late=late)
     except BatchError as exc:
         args.parser.error(str(exc))
     console.print(gradebook_table(rows))
+    if late is not None:
+        from autograder.late import table
+        from autograder.report.gradebook import Gradebook
+
+        with Gradebook(args.out / "gradebook.sqlite") as book:
+            console.print(table(book.late()))
     console.print(Text(f"gradebook {args.out / 'gradebook.sqlite'}, grades {args.out / 'grades.csv'}"))
     errors = [row["name"] for row in rows if row["status"] == "error"]
     if errors:
