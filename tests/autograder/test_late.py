@@ -4,7 +4,9 @@ scores side by side in the gradebook and every export. A toy grader stands in fo
 
 import csv
 import json
+import os
 import sqlite3
+import subprocess
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -18,7 +20,7 @@ from autograder.late import (ANY, LateError, apply_to_submission, assess, days_l
                              read_gradescope_metadata, read_times)
 from autograder.report import write_all
 from autograder.report.gradebook import Gradebook
-from tests.autograder.test_cli import toy_pool
+from tests.autograder.test_cli import fake_grade, toy_pool  # noqa: F401 (fake_grade: a fixture)
 from tests.autograder.test_gradebook import quiet, toy_grade
 
 PACIFIC = timezone(timedelta(hours=-8))
@@ -277,3 +279,57 @@ def test_the_batch_command_applies_the_policy_and_prints_both(tmp_path, capsys, 
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "late policy" in out and "2/2" in out and "1/2" in out and "50% off (capped)" in out
+
+
+def run_autograder_args(tmp_path: Path, with_metadata: bool) -> list[str]:
+    """The arguments Gradescope's run_autograder gives the grader (a stand-in python records them)."""
+    from autograder.package.gradescope import TEMPLATES
+
+    root = tmp_path / "root"
+    (root / "source").mkdir(parents=True)
+    (root / "submission" / "resource_accounting").mkdir(parents=True)
+    (root / "submission" / "submission_metadata.json").write_text('{"created_at": "2027-01-01T00:00:00Z"}')
+    if with_metadata:
+        gradescope_metadata(root / "submission_metadata.json", "2027-01-22T10:00:00-08:00", None)
+    script = root / "source" / "run_autograder"
+    script.write_text((TEMPLATES / "run_autograder").read_text().replace("@ASSIGNMENT@", "resource_accounting"))
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {tmp_path / "args"}\n')
+    python.chmod(0o755)
+    env = {"PATH": os.environ["PATH"], "AUTOGRADER_ROOT": str(root), "AUTOGRADER_PYTHON": str(python)}
+    subprocess.run(["bash", str(script)], env=env, check=True, timeout=60)
+    return (tmp_path / "args").read_text().splitlines()
+
+
+def test_run_autograder_takes_the_time_from_gradescopes_metadata_not_from_the_upload(tmp_path):
+    args = run_autograder_args(tmp_path / "with", with_metadata=True)
+    metadata = tmp_path / "with" / "root" / "submission_metadata.json"
+    assert args[args.index("--submission-metadata") + 1] == str(metadata)
+    assert metadata.stat().st_mode & 0o777 == 0o600
+    assert "--submission-metadata" not in run_autograder_args(tmp_path / "without", with_metadata=False)
+
+
+def test_the_grade_command_applies_gradescopes_metadata(tmp_path, capsys, fake_grade, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    submission = _answers(tmp_path / "alice", "resource_accounting q0 ok\nresource_accounting q1 ok\n")
+    (tmp_path / "grading.toml").write_text("[assignments.resource_accounting]\ndue = 2027-01-20T17:00:00-08:00\n"
+                                           "per_day = 0.25\n")
+    metadata = gradescope_metadata(tmp_path / "m.json", "2027-01-21T10:00:00-08:00", None)
+    out = tmp_path / "results"
+    assert main(["grade", str(submission), "--out", str(out), "--submission-metadata", str(metadata),
+                 "--course", str(tmp_path / "grading.toml")]) == 0
+    assert json.loads((out / "results.json").read_text())["score"] == 1.5
+    assert "1.5 / 2 points after the late policy (raw score 2)" in capsys.readouterr().out
+    (tmp_path / "grading.toml").write_text("[cluster]\nexecutor = 'local'\n")  # no late policy: scores stay raw
+    assert main(["grade", str(submission), "--out", str(out), "--submission-metadata", str(metadata),
+                 "--course", str(tmp_path / "grading.toml")]) == 0
+    assert json.loads((out / "results.json").read_text())["score"] == 2.0
+
+
+def test_the_readmes_example_policy_is_valid(tmp_path):
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    example = readme.split("```toml\n[late_days]", 1)[1].split("```", 1)[0]
+    (tmp_path / "grading.toml").write_text("[late_days]" + example)
+    policy = load_late(tmp_path / "grading.toml", ["flash_attention", "resource_accounting"])
+    assert policy.late_days == LateDays(4, "zero")
+    assert policy.assignments["resource_accounting"] == AssignmentPolicy(DUE, "capped", timedelta(minutes=15), 0.1, 0.3)
