@@ -107,7 +107,7 @@ def _penalty(rule: AssignmentPolicy, late: int, budget: int, after) -> tuple[int
     if over == 0:
         return used, 0.0, f"{days}: {used} late day{'s' * (used != 1)} spent"
     penalty = 1.0 if after == "zero" else min(1.0, after * over)
-    return used, penalty, f"{days}: {used} late day(s) left to spend, {over} past the budget: {penalty:.0%} off"
+    return used, penalty, f"{days}: {used} late day(s) spent, the rest of the budget; {over} past it: {penalty:.0%} off"
 
 
 def read_times(source: Path) -> Times:
@@ -140,8 +140,8 @@ def read_times_csv(path: Path) -> Times:
             except CourseError as exc:
                 raise LateError(str(exc)) from None
             if (student, assignment) in times:
-                raise LateError(f"{path} line {line}: a second time for {student}"
-                                + (f" and {assignment}" if assignment else "") + ": keep one line (the last submission)")
+                which = student + (f" and {assignment}" if assignment else "")
+                raise LateError(f"{path} line {line}: a second time for {which}: keep one line (the last submission)")
             times[(student, assignment)] = when
     return times
 

@@ -94,8 +94,8 @@ def compare(directory: Path, public: Path | None = None, threshold: float = THRE
     pairs = []
     for assignment in packages:
         boilerplate = _boilerplate(Path(stubs) / assignment)
-        names = sorted({rel for files in [*sources.values(), *known.values()] for (a, rel) in files if a == assignment})
-        for rel in names:
+        for rel in sorted({rel for files in [*sources.values(), *known.values()] for (a, rel) in files
+                           if a == assignment}):
             pairs += _compare_file(assignment, rel, sources, known, boilerplate, threshold, min_tokens)
     pairs.sort(key=lambda p: (-p.similarity, p.assignment, p.file, p.first, p.second))
     return Comparison(pairs, sorted(sources), sorted(known), sum(len(f) for f in sources.values()), skipped,
@@ -177,7 +177,8 @@ def _compare_file(assignment: str, rel: str, sources: dict[str, Files], known: d
             if tokens < min_tokens or max(sim1, sim2) < threshold:
                 continue
             pairs.append(Pair(assignment, rel, first, second, float(sim1), float(sim2), int(tokens),
-                              _highlight(prints[first].raw_code, slices1), _highlight(prints[second].raw_code, slices2)))
+                              _highlight(prints[first].raw_code, slices1),
+                              _highlight(prints[second].raw_code, slices2)))
     return pairs
 
 

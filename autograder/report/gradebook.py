@@ -149,7 +149,8 @@ class Gradebook:
     def record_late(self, entries) -> None:
         """Replace the late policy's rows with `entries` (autograder.late.Lateness), in one transaction."""
         rows = [(e.student, e.assignment, e.submitted.isoformat() if e.submitted else None, e.due.isoformat(),
-                 e.days_late, e.late_days_used, e.penalty, e.score, e.max_score, e.penalised, clean(e.note)) for e in entries]
+                 e.days_late, e.late_days_used, e.penalty, e.score, e.max_score, e.penalised, clean(e.note))
+                for e in entries]
         with self._transaction() as db:
             db.execute("DELETE FROM late")
             db.executemany("INSERT INTO late VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)

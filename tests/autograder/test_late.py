@@ -242,7 +242,8 @@ def test_batch_keeps_raw_and_penalised_and_ignores_times_inside_submissions(tmp_
     assert (out / "alice" / "feedback.md").read_text() == feedback
 
 
-OLD_SCHEMA_ROW = ("alice", "d1", "graded", 2.0, 3.0, '{"alpha": [2.0, 2.0], "beta": [0.0, 1.0]}', "", "2026-01-01", None)
+OLD_SCHEMA_ROW = ("alice", "d1", "graded", 2.0, 3.0, '{"alpha": [2.0, 2.0], "beta": [0.0, 1.0]}', "", "2026-01-01",
+                  None)
 
 
 def test_an_existing_gradebook_gains_the_late_table_and_keeps_its_rows(tmp_path):
