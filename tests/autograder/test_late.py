@@ -10,6 +10,7 @@ import subprocess
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 import autograder.grade
@@ -20,6 +21,7 @@ from autograder.late import (ANY, LateError, apply_to_submission, assess, days_l
                              read_gradescope_metadata, read_times)
 from autograder.report import write_all
 from autograder.report.gradebook import Gradebook
+from autograder.report.gradescope import schema
 from tests.autograder.test_cli import fake_grade, toy_pool  # noqa: F401 (fake_grade: a fixture)
 from tests.autograder.test_gradebook import quiet, toy_grade
 
@@ -192,6 +194,7 @@ def test_gradescope_results_json_carries_the_penalised_score_and_says_so(tmp_pat
     assert read_gradescope_metadata(metadata) == (datetime(2027, 1, 22, 10, tzinfo=PACIFIC), DUE)
     lines = apply_to_submission(report, out, policy, metadata)
     results = json.loads((out / "results.json").read_text())
+    jsonschema.validate(results, schema())
     assert results["score"] == 1.0 and sum(t["score"] for t in results["tests"]) == 2.0
     assert "2 days late: 50% off: 1 / 3 points after the late policy (raw score 2)" in results["output"]
     assert lines and "raw score 2" in lines[0]

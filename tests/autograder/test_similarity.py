@@ -92,13 +92,16 @@ def test_independent_honest_work_and_the_stubs_are_not_flagged(tmp_path):
 
 def test_the_sample_cohort_flags_only_its_copies_of_one_source(tmp_path):
     """The sample cohort's honest members are the reference with one line edited each: copies of one
-    source by construction, and flagged as such; the stubs match nothing, even with the cheats' code."""
+    source by construction, and flagged as such; the cheats share the attack code appended to the stubs,
+    and are flagged with each other; the stubs match nothing, and no pair crosses the two groups."""
     cohort.build(tmp_path / "sample", [ASSIGNMENT])
     result = compare(tmp_path / "sample")
     flagged = {name for p in result.pairs for name in (p.first, p.second)}
     honest = {m.name for m in cohort.MEMBERS if m.honest and m.base == "solutions"}
+    cheats = {m.name for m in cohort.MEMBERS if not m.honest}
     assert "stubs" not in flagged
     assert honest <= flagged
+    assert all({p.first, p.second} <= honest or {p.first, p.second} <= cheats for p in result.pairs)
     assert {p.file for p in result.pairs if {p.first, p.second} <= honest} >= {"flops.py", "training.py", "memory.py"}
 
 
