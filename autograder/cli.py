@@ -254,6 +254,7 @@ def nbgrader_command(args: argparse.Namespace) -> int:
 
 
 def similarity_command(args: argparse.Namespace) -> int:
+    from autograder.report.text import clean
     from autograder.similarity import MIN_TOKENS, THRESHOLD, SimilarityError, compare, write
 
     try:
@@ -264,7 +265,7 @@ def similarity_command(args: argparse.Namespace) -> int:
     table, page = write(result, args.out)
     console = Console()
     for name, why in result.skipped.items():
-        console.print(Text(f"{name}: not compared ({why})", style="yellow"))
+        console.print(Text(clean(f"{name}: not compared ({why})"), style="yellow"))
     console.print(Text(f"{len(result.submissions)} submissions, {len(result.pairs)} pair(s) of files above "
                        f"{result.threshold:g}: {table}, {page}"))
     return 0
