@@ -87,14 +87,17 @@ def _feed_file(sha, path: Path) -> None:
 
 def run_batch(directory: Path, out: Path, workers: int = 1, grade_fn: GradeFn | None = None, *,
               call_timeout: float = 60.0, console: Console | None = None, overlap: str = "auto",
-              executor: LocalExecutor | SlurmExecutor | None = None, regrade: tuple[str, ...] = ()) -> list[dict]:
+              executor: LocalExecutor | SlurmExecutor | None = None, regrade: tuple[str, ...] = (),
+              late: tuple | None = None) -> list[dict]:
     """Grade what is new or changed in `directory`; return the gradebook's rows (Gradebook.rows()).
 
     Without `grade_fn`, warm grading servers grade (autograder.grade.ServerPool), each call into
     student code allowed `call_timeout` seconds. `overlap` ("auto", "always", "never") says whether
     each server boots the next submission's sandbox while the current one grades (autograder.grade.overlaps).
     `executor` (e.g. autograder.executors.SlurmExecutor) grades elsewhere; `workers`, `grade_fn` and
-    `overlap` then do not apply. The submissions named in `regrade` are graded again even where current."""
+    `overlap` then do not apply. The submissions named in `regrade` are graded again even where current.
+    `late` = (a LatePolicy, the submission times) applies the late policy to every graded submission
+    (autograder.late): the gradebook keeps raw and penalised scores, and grades.csv shows both."""
     directory, out = Path(directory), Path(out)
     if not directory.is_dir():
         raise BatchError(f"{directory} is not a folder: give a folder holding one folder or .zip "
@@ -134,6 +137,11 @@ def run_batch(directory: Path, out: Path, workers: int = 1, grade_fn: GradeFn | 
         finally:
             if pool is not None:
                 pool.close()
+        if late is not None:
+            from autograder.late import apply
+
+            for warning in apply(book, *late, out)[1]:
+                console.print(Text(f"late policy: {warning}", style="yellow"))
         book.export_csv(out / "grades.csv")
         return book.rows()
 

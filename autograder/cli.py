@@ -1,11 +1,14 @@
 """The command line, a thin face over the two verbs:
 
     python -m autograder grade SUBMISSION [--assignment NAME] [--out DIR] [--timeout S] [--select EXPR] [--seed N]
+        [--submission-metadata submission_metadata.json] [--course grading.toml]
     python -m autograder batch DIR --out OUT [--workers N] [--timeout S] [--overlap auto|always|never] [--regrade NAME]
+        [--times times.csv|EVENTS_DIR]
         [--course grading.toml] [--executor local|slurm] [--partition P] [--account A] [--qos Q]
         [--gpus-per-task G] [--constraint C] [--time MINUTES] [--per-task K] [--max-parallel N]
     python -m autograder nbgrader COURSE_DIR ASSIGNMENT [--workers N] [--timeout S]
     python -m autograder manual export OUT | manual import OUT SHEET.csv
+    python -m autograder similarity DIR [--out OUT] [--threshold T] [--min-tokens N] [--public KNOWN_DIR]
 
 Exit codes: 0 when grading completed, whatever the score; 1 when the grader itself failed on a
 submission (grade, nbgrader) or some submissions are recorded as errors (batch; rerun to retry them);
@@ -21,7 +24,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from autograder.course import COURSE_FILE, EXECUTORS, ClusterOptions, CourseError, load_cluster
+from autograder.course import COURSE_FILE, EXECUTORS, ClusterOptions, CourseError, load_cluster, load_late
 from autograder.grade import OVERLAP_CHOICES
 from autograder.report.terminal import gradebook_table, print_report
 
@@ -46,7 +49,7 @@ def _positive(kind: type):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m autograder", description="The trusted autograder.")
-    verbs = parser.add_subparsers(dest="verb", required=True, metavar="{grade,batch,nbgrader,manual}")
+    verbs = parser.add_subparsers(dest="verb", required=True, metavar="{grade,batch,nbgrader,manual,similarity}")
     grade = verbs.add_parser("grade", help="grade one submission (a folder or a .zip)")
     grade.add_argument("submission", type=Path, help="the submission: a folder or a .zip")
     grade.add_argument("--assignment", metavar="NAME", help="grade only this assignment")
@@ -58,6 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
                        "(e.g. 'not hidden' for the public tests); the written answers are graded only without it, or "
                        "when it says 'written'")
     grade.add_argument("--seed", type=int, metavar="N", help="seed of the randomised tests, to reproduce a run")
+    grade.add_argument("--submission-metadata", type=Path, metavar="FILE", help="Gradescope's submission_metadata."
+                       "json: apply the course file's late policy with its created_at and the student's due date")
+    grade.add_argument("--course", type=Path, metavar="FILE", help=f"the course file with the late policy (default: "
+                       f"{COURSE_FILE} in the working folder, if there is one)")
     grade.set_defaults(command=grade_command, parser=grade)
     batch = verbs.add_parser("batch", help="grade every submission in a folder into a gradebook")
     batch.add_argument("directory", type=Path, help="a folder holding one folder or .zip per submission")
@@ -73,6 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "the machine has two cores per worker")
     batch.add_argument("--regrade", action="append", default=[], metavar="NAME",
                        help="grade this submission again even if its gradebook row is current (repeatable)")
+    batch.add_argument("--times", type=Path, metavar="CSV_OR_DIR", help="submission times, to apply the course "
+                       "file's late policy: a CSV (student,time[,assignment]) or a folder of GitHub push events "
+                       "(<student>.json)")
     cluster = batch.add_argument_group("cluster", "where to grade; each option can also be set in the course "
                                        "file's [cluster] table, and the command line wins")
     cluster.add_argument("--course", type=Path, metavar="FILE", help=f"the course file (default: {COURSE_FILE} in "
@@ -109,6 +119,19 @@ def build_parser() -> argparse.ArgumentParser:
     sheet.add_argument("out", type=Path, help="the batch output folder (with gradebook.sqlite)")
     sheet.add_argument("sheet", type=Path, help="a grading sheet (.csv) written by `manual export`, filled in")
     sheet.set_defaults(command=manual_command, parser=sheet)
+    similar = verbs.add_parser("similarity", help="list pairs of submissions with similar code (copydetect)")
+    similar.add_argument("directory", type=Path, help="a folder holding one folder or .zip per submission")
+    similar.add_argument("--out", type=Path, default=Path("out"), metavar="OUT",
+                         help="where similarity.csv and report/similarity.html go (default: out)")
+    similar.add_argument("--threshold", type=_positive(float), default=None, metavar="T",
+                         help="list a pair when either file has at least this share of its tokens in the other "
+                         "(default 0.6)")
+    similar.add_argument("--min-tokens", type=_positive(int), default=None, metavar="N",
+                         help="and the match covers at least N filtered tokens (default 100)")
+    similar.add_argument("--public", type=Path, metavar="KNOWN_DIR",
+                         help="known public solutions to compare each submission with: a package layout, or a "
+                         "folder of them")
+    similar.set_defaults(command=similarity_command, parser=similar)
     return parser
 
 
@@ -130,10 +153,16 @@ def grade_command(args: argparse.Namespace) -> int:
     from autograder.submission import submission_name
 
     out = args.out or Path("out") / submission_name(args.submission.resolve())
+    policy = late_policy(args, required=False) if args.submission_metadata else None
     report = grade(args.submission, out=out, assignment=args.assignment, call_timeout=args.timeout,
                    select=args.select, seed=args.seed)
     console = Console()
     print_report(report, console)
+    if policy is not None and report.tests:
+        from autograder.late import apply_to_submission
+
+        for line in apply_to_submission(report, out, policy, args.submission_metadata):
+            console.print(Text(f"late policy: {line}", style="yellow"))
     console.print(Text(f"reports written to {out}"))
     if not report.tests:
         console.print(Text("grading did not complete: the log above says why", style="bold red"))
@@ -151,20 +180,57 @@ def cluster_options(args: argparse.Namespace) -> ClusterOptions:
         args.parser.error(str(exc))
 
 
+def late_policy(args: argparse.Namespace, required: bool = True):
+    """The course file's late policy (a usage error where it is wrong, or absent and `required`)."""
+    from autograder.submission import ASSIGNMENTS
+
+    course = args.course or (Path(COURSE_FILE) if Path(COURSE_FILE).is_file() else None)
+    known = sorted(p.parent.name for p in ASSIGNMENTS.glob("*/__init__.py"))
+    try:
+        policy = load_late(course, known) if course else None
+    except CourseError as exc:
+        args.parser.error(str(exc))
+    if policy is None and required:
+        args.parser.error(f"the late policy needs a course file ({COURSE_FILE}, or --course) with a due date per "
+                          "assignment: [assignments.<name>] with due = 2027-01-20T17:00:00-08:00")
+    return policy
+
+
+def late_setup(args: argparse.Namespace):
+    """(late policy, submission times) for batch, or None without --times."""
+    if args.times is None:
+        return None
+    from autograder.late import LateError, read_times
+
+    policy = late_policy(args)
+    try:
+        return policy, read_times(args.times)
+    except LateError as exc:
+        args.parser.error(str(exc))
+
+
 def batch_command(args: argparse.Namespace) -> int:
     require_isolation(args)
     from autograder.batch import BatchError, run_batch
     from autograder.executors import SlurmExecutor
 
+    late = late_setup(args)
     options = cluster_options(args)
     executor = SlurmExecutor(options, call_timeout=args.timeout) if options.executor == "slurm" else None
     console = Console()
     try:
         rows = run_batch(args.directory, args.out, workers=args.workers, call_timeout=args.timeout,
-                         console=console, overlap=args.overlap, executor=executor, regrade=tuple(args.regrade))
+                         console=console, overlap=args.overlap, executor=executor, regrade=tuple(args.regrade),
+                         late=late)
     except BatchError as exc:
         args.parser.error(str(exc))
     console.print(gradebook_table(rows))
+    if late is not None:
+        from autograder.late import table
+        from autograder.report.gradebook import Gradebook
+
+        with Gradebook(args.out / "gradebook.sqlite") as book:
+            console.print(table(book.late()))
     console.print(Text(f"gradebook {args.out / 'gradebook.sqlite'}, grades {args.out / 'grades.csv'}"))
     errors = [row["name"] for row in rows if row["status"] == "error"]
     if errors:
@@ -216,6 +282,24 @@ def manual_command(args: argparse.Namespace) -> int:
     with Gradebook(args.out / "gradebook.sqlite") as book:
         console.print(gradebook_table(book.rows()))
     console.print(Text(f"scores imported for {len(changed)} submission(s); grades in {args.out / 'grades.csv'}"))
+    return 0
+
+
+def similarity_command(args: argparse.Namespace) -> int:
+    from autograder.report.text import clean
+    from autograder.similarity import MIN_TOKENS, THRESHOLD, SimilarityError, compare, write
+
+    try:
+        result = compare(args.directory, public=args.public, threshold=args.threshold or THRESHOLD,
+                         min_tokens=args.min_tokens or MIN_TOKENS)
+    except SimilarityError as exc:
+        args.parser.error(str(exc))
+    table, page = write(result, args.out)
+    console = Console()
+    for name, why in result.skipped.items():
+        console.print(Text(clean(f"{name}: not compared ({why})"), style="yellow"))
+    console.print(Text(f"{len(result.submissions)} submissions, {len(result.pairs)} pair(s) of files above "
+                       f"{result.threshold:g}: {table}, {page}"))
     return 0
 
 

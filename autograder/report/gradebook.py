@@ -46,6 +46,22 @@ CREATE TABLE IF NOT EXISTS tests (
     message     TEXT NOT NULL,
     PRIMARY KEY (submission, position)
 );
+-- The late policy's outcome per submission and assignment (autograder.late), recomputed by each batch.
+-- A gradebook made before this table existed gets it when opened; its rows are kept as they are.
+CREATE TABLE IF NOT EXISTS late (
+    submission     TEXT NOT NULL,
+    assignment     TEXT NOT NULL,
+    submitted_at   TEXT,           -- ISO 8601 with offset; NULL: no time known, treated as on time
+    due            TEXT NOT NULL,
+    days_late      INTEGER NOT NULL,
+    late_days_used INTEGER NOT NULL,
+    penalty        REAL NOT NULL,  -- the fraction of the score removed
+    score          REAL NOT NULL,  -- raw
+    max_score      REAL NOT NULL,
+    penalised      REAL NOT NULL,
+    note           TEXT NOT NULL,
+    PRIMARY KEY (submission, assignment)
+);
 """
 COLUMNS = ("name", "digest", "status", "score", "max_score", "assignments", "message", "graded_at")
 
@@ -131,17 +147,49 @@ class Gradebook:
         row = self._db.execute("SELECT report FROM submissions WHERE name = ?", (name,)).fetchone()
         return GradeReport.from_json(row[0]) if row and row[0] else None
 
+    def record_late(self, entries) -> None:
+        """Replace the late policy's rows with `entries` (autograder.late.Lateness), in one transaction."""
+        rows = [(e.student, e.assignment, e.submitted.isoformat() if e.submitted else None, e.due.isoformat(),
+                 e.days_late, e.late_days_used, e.penalty, e.score, e.max_score, e.penalised, clean(e.note))
+                for e in entries]
+        with self._transaction() as db:
+            db.execute("DELETE FROM late")
+            db.executemany("INSERT INTO late VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+
+    def late(self) -> dict[str, dict[str, dict]]:
+        """{submission: {assignment: the late policy's row}}; empty when no late policy was applied."""
+        cursor = self._db.execute("SELECT * FROM late ORDER BY submission, assignment")
+        names = [column[0] for column in cursor.description]
+        found: dict[str, dict[str, dict]] = {}
+        for values in cursor.fetchall():
+            row = dict(zip(names, values))
+            found.setdefault(row["submission"], {})[row["assignment"]] = row
+        return found
+
     def export_csv(self, path: Path) -> None:
-        """One row per submission: name, each assignment's score, total, max, status."""
+        """One row per submission: name, each assignment's score, total, max, status; where a late policy
+        was applied, then each assignment's penalised score, the penalised total and the days late."""
         rows = self.rows()
         assignments = sorted({a for row in rows for a in row["assignments"]})
+        late = self.late()
         with open(path, "w", newline="", encoding="utf-8") as handle:
             writer = csv.writer(handle)
-            writer.writerow(["name", *assignments, "total", "max", "status"])
+            extra = [*(f"{a} penalised" for a in assignments), "total penalised", "days late"] if late else []
+            writer.writerow(["name", *assignments, "total", "max", "status", *extra])
             for row in rows:
                 scores = [row["assignments"].get(a, [""])[0] for a in assignments]
                 writer.writerow([row["name"], *scores, _blank(row["score"]), _blank(row["max_score"]),
-                                 row["status"]])
+                                 row["status"], *(_penalised(row, assignments, late) if late else [])])
+
+
+def _penalised(row: dict, assignments: list[str], late: dict) -> list:
+    """Each assignment's penalised score (the raw one where no policy applies), the total, the days late."""
+    mine = late.get(row["name"], {})
+    if row["status"] != "graded":
+        return [""] * (len(assignments) + 2)
+    scores = [mine[a]["penalised"] if a in mine else row["assignments"].get(a, [""])[0] for a in assignments]
+    total = row["score"] - sum(e["score"] - e["penalised"] for e in mine.values())
+    return [*scores, total, sum(e["days_late"] for e in mine.values())]
 
 
 def _blank(value):

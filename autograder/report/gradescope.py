@@ -80,3 +80,11 @@ def results_json(report: GradeReport) -> dict:
         "stdout_visibility": "hidden",
         "tests": [case_entry(test) for test in report.tests],
     }
+
+
+def with_late(results: dict, lines: list[str], deducted: float) -> dict:
+    """results.json with the late policy applied: the score less what it deducted, and the raw and
+    penalised scores at the top of the output (autograder.late)."""
+    note = "\n".join(["Late policy (raw and penalised scores):", *(clean(line) for line in lines)])
+    return {**results, "score": max(0.0, float(results["score"]) - deducted),
+            "output": note + ("\n" + results["output"] if results.get("output") else "")}

@@ -91,3 +91,20 @@ def test_a_refused_gpu_request_names_the_option_and_what_to_do():
     assert message.startswith("the cluster refused the grading job: sbatch: error: Invalid generic resource")
     assert "--gpus-per-task 2 asks for GPUs, and the partition cpu has none" in message
     assert "sinfo -o '%P %G'" in message
+
+
+def test_one_course_file_holds_the_cluster_and_the_late_policy(tmp_path):
+    from datetime import datetime, timedelta, timezone
+
+    from autograder.course import AssignmentPolicy, LateDays, load_late
+
+    (tmp_path / "grading.toml").write_text(COURSE + "per_day = 0.1\n\n[late_days]\nbudget = 3\nafter = 0.5\n")
+    assert load_cluster(tmp_path / "grading.toml").partition == "gpu"
+    policy = load_late(tmp_path / "grading.toml", ["flash_attention", "resource_accounting"])
+    due = datetime(2027, 1, 20, 17, tzinfo=timezone(timedelta(hours=-8)))
+    assert policy.assignments == {"flash_attention": AssignmentPolicy(due, "per_day", per_day=0.1)}
+    assert policy.late_days == LateDays(3, 0.5)
+    (tmp_path / "grading.toml").write_text(COURSE)
+    with pytest.raises(CourseError, match=r"\[assignments.flash_attention\]: rule = 'per_day' needs per_day"):
+        load_late(tmp_path / "grading.toml")
+    assert load_cluster(tmp_path / "grading.toml").partition == "gpu"  # the cluster table is read all the same
