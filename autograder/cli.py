@@ -5,6 +5,7 @@
         [--course grading.toml] [--executor local|slurm] [--partition P] [--account A] [--qos Q]
         [--gpus-per-task G] [--constraint C] [--time MINUTES] [--per-task K] [--max-parallel N]
     python -m autograder nbgrader COURSE_DIR ASSIGNMENT [--workers N] [--timeout S]
+    python -m autograder report OUT
 
 Exit codes: 0 when grading completed, whatever the score; 1 when the grader itself failed on a
 submission (grade, nbgrader) or some submissions are recorded as errors (batch; rerun to retry them);
@@ -45,7 +46,7 @@ def _positive(kind: type):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m autograder", description="The trusted autograder.")
-    verbs = parser.add_subparsers(dest="verb", required=True, metavar="{grade,batch,nbgrader}")
+    verbs = parser.add_subparsers(dest="verb", required=True, metavar="{grade,batch,nbgrader,report}")
     grade = verbs.add_parser("grade", help="grade one submission (a folder or a .zip)")
     grade.add_argument("submission", type=Path, help="the submission: a folder or a .zip")
     grade.add_argument("--assignment", metavar="NAME", help="grade only this assignment")
@@ -98,6 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
     course.add_argument("--timeout", type=_positive(float), default=DEFAULT_TIMEOUT, metavar="S",
                         help=f"seconds allowed for each call into student code (default {DEFAULT_TIMEOUT:g})")
     course.set_defaults(command=nbgrader_command, parser=course)
+    report = verbs.add_parser("report", help="write the cohort report, OUT/report/index.html, from a gradebook")
+    report.add_argument("out", type=Path, metavar="OUT", help="the --out folder of `batch` (holding gradebook.sqlite)")
+    report.set_defaults(command=report_command, parser=report)
     return parser
 
 
@@ -184,6 +188,17 @@ def nbgrader_command(args: argparse.Namespace) -> int:
     if failed:
         console.print(Text(f"grading did not complete for: {', '.join(failed)}", style="bold red"))
         return 1
+    return 0
+
+
+def report_command(args: argparse.Namespace) -> int:
+    from autograder.report.site import write_site
+
+    try:
+        index = write_site(args.out)
+    except FileNotFoundError as exc:
+        args.parser.error(str(exc))
+    print(f"cohort report {index}")
     return 0
 
 
