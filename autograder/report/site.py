@@ -266,7 +266,7 @@ def environment() -> Environment:
     env = Environment(loader=PackageLoader("autograder.report", TEMPLATES), autoescape=select_autoescape(
         enabled_extensions=("html",), default_for_string=True, default=True), undefined=StrictUndefined,
         trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(points=lambda v: "-" if v is None else points(v), label=label, css_class=css_class,
+    env.filters.update(points=lambda v: "-" if v is None else points(round(v, 2)), label=label, css_class=css_class,
                        percent=lambda v: "-" if v is None else f"{100 * v:.1f}%", short=short,
                        first_line=first_line)
     return env
