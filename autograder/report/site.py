@@ -41,11 +41,11 @@ REPORT_DIR = "report"
 SIMILARITY_PAGE = "similarity.html"  # written beside index.html by the similarity check, when it runs
 STYLE_SHEET = "site.css"
 TEMPLATES = "site_templates"
-# Statuses left out of a pass rate: the test did not run here for a stated reason.
-NOT_COUNTED = ("not_graded", "skipped")
-# Statuses whose messages are failures, grouped per test; a status this module does not know is grouped
-# too (its messages say what happened), passes and stated skips are not.
-NOT_FAILURES = ("passed", "not_graded", "skipped")
+# A pass rate counts the runs with these outcomes: a test that did not run here for a stated reason
+# (not_graded, skipped) is left out, and so is a status this module does not know (e.g. a newer grader's
+# hand-graded answer), which is shown in its own column and in the mean share of points instead.
+COUNTED = ("passed", "failed", "not_implemented", "error")
+FAILURES = ("failed", "not_implemented", "error")  # whose messages are grouped, per test
 KNOWN = tuple(REASONS)
 MESSAGE_GROUPS = 3  # most common failure messages shown per test
 MESSAGE_WIDTH = 200  # characters of a message's first line kept for grouping
@@ -190,7 +190,7 @@ def assignment_figures(submissions: list[Submission]) -> list[dict]:
 
 def pass_rates(submissions: list[Submission]) -> list[dict]:
     """One row per test function (its parametrised cases together) over all graded submissions: counts by
-    status, pass rate among the runs that counted, mean points; hardest first."""
+    status, pass rate among the runs that count (COUNTED), share of the points; hardest first."""
     rows: OrderedDict[tuple[str, str], dict] = OrderedDict()
     for submission in submissions:
         for test in submission.tests:
@@ -204,18 +204,19 @@ def pass_rates(submissions: list[Submission]) -> list[dict]:
             row["statuses"][test["status"]] += 1
             row["points"] += test["points"]
             row["max_points"] += test["max_points"]
-            if test["status"] not in NOT_FAILURES:
+            if test["status"] in FAILURES:
                 row["messages"][first_line(test["message"]) or label(test["status"])] += 1
     for row in rows.values():
         runs = sum(row["statuses"].values())
-        counted = runs - sum(row["statuses"][s] for s in NOT_COUNTED)
+        counted = sum(row["statuses"][s] for s in COUNTED)
         row.update(runs=runs, counted=counted, cases=len(row["cases"]), visibility=sorted(row["visibility"]),
                    passed=row["statuses"]["passed"],
                    pass_rate=row["statuses"]["passed"] / counted if counted else None,
+                   share=row["points"] / row["max_points"] if row["max_points"] else None,
                    top_messages=row["messages"].most_common(MESSAGE_GROUPS),
                    other_messages=len(row["messages"]) - min(len(row["messages"]), MESSAGE_GROUPS))
     return sorted(rows.values(), key=lambda r: (r["pass_rate"] is None, r["pass_rate"] or 0.0,
-                                                r["assignment"], r["name"]))
+                                                r["share"] or 0.0, r["assignment"], r["name"]))
 
 
 def task_points(submissions: list[Submission]) -> list[dict]:

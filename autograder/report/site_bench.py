@@ -35,10 +35,10 @@ def synthetic_report(name: str, rng: random.Random, layout=LAYOUT) -> GradeRepor
     for assignment, module, tasks, functions, cases in layout:
         for task in range(tasks):
             difficulty = task / tasks
-            gpu = task == tasks - 1  # the last task of each assignment needs a GPU
             for function in range(functions):
                 visibility = "hidden" if function == functions - 1 else "visible"
                 for case in range(cases):
+                    gpu = task == tasks - 1 and case > 0  # the last task's cases but the first need a GPU
                     status = ("not_graded" if gpu else "passed" if rng.random() < ability * (1.1 - difficulty / 2)
                               else "not_implemented" if ability < 0.3 else "failed")
                     message = "" if status in ("passed", "not_graded") else (
