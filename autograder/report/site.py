@@ -34,6 +34,7 @@ from markdown_it import MarkdownIt
 
 from autograder.report.gradebook import open_read_only, result_rows, submission_rows
 from autograder.report.markdown import feedback_markdown
+from autograder.report.site_charts import write_charts
 from autograder.report.text import REASONS, points
 from autograder.results import GradeReport
 
@@ -273,24 +274,24 @@ def environment() -> Environment:
     return env
 
 
+# CommonMark with GitHub's tables and raw HTML off: a student's text can only ever be text.
+MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable("table")
+
+
 def render_markdown(text: str) -> str:
-    """CommonMark with GitHub's tables and raw HTML off: a student's text can only ever be text. A table
-    column's alignment becomes a class (the pages' policy allows no inline style)."""
-    md = MarkdownIt("commonmark", {"html": False}).enable("table")
-    tokens = md.parse(text)
+    """`text` as HTML; a table column's alignment becomes a class (the pages' policy allows no inline style)."""
+    tokens = MARKDOWN.parse(text)
     for token in tokens:
         align = re.fullmatch(r"text-align:(left|right|center)", token.attrGet("style") or "")
         if token.type in ("th_open", "td_open") and align:
             token.attrs.pop("style")
             token.attrSet("class", f"align-{align.group(1)}")
-    return md.renderer.render(tokens, md.options, {})
+    return MARKDOWN.renderer.render(tokens, MARKDOWN.options, {})
 
 
-def write_site(out: Path, *, now: datetime | None = None) -> Path:
+def write_site(out: Path) -> Path:
     """Write OUT/report/ from OUT/gradebook.sqlite (replacing the report written before) and return the
     path of its index.html. FileNotFoundError when OUT has no gradebook."""
-    from autograder.report.site_charts import write_charts
-
     out = Path(out)
     submissions = load(out)
     site = out / REPORT_DIR
@@ -301,7 +302,7 @@ def write_site(out: Path, *, now: datetime | None = None) -> Path:
     shutil.copyfile(Path(__file__).with_name(TEMPLATES) / STYLE_SHEET, site / STYLE_SHEET)
     assignments = assignment_figures(submissions)
     charts = write_charts(site / "charts", assignments, [s.totals.score for s in submissions if s.graded])
-    built = (now or datetime.now(timezone.utc)).isoformat(timespec="seconds")
+    built = datetime.now(timezone.utc).isoformat(timespec="seconds")
     index = site / "index.html"
     index.write_text(env.get_template("index.html").render(
         root="", built=built, submissions=submissions, assignments=assignments, charts=charts,

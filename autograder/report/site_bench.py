@@ -23,7 +23,8 @@ from autograder.results import GradeReport, TestResult
 
 # (assignment, module, tasks, test functions per task, cases per function)
 LAYOUT = (("resource_accounting", "flops", 16, 3, 3), ("flash_attention", "flash", 14, 3, 4))
-FAILURES = ("AssertionError: expected {a}, got {b}", "TypeError: unsupported operand type(s) for *: 'NoneType' and 'int'",
+FAILURES = ("AssertionError: expected {a}, got {b}",
+            "TypeError: unsupported operand type(s) for *: 'NoneType' and 'int'",
             "AssertionError: Tensor-likes are not close! Mismatched elements: {a} / {b}",
             "autograder.sandbox.process.WorkerError: the call timed out after 15 s")
 

@@ -240,7 +240,8 @@ def test_each_tests_pass_rate_equals_the_gradebooks_hardest_first(site):
     # each row's keys and the text of its cells, as the browser renders them, in one call
     rows = driver.execute_script("""return Array.from(document.querySelectorAll('#test-table tbody tr'), row =>
         [row.dataset.assignment, row.dataset.test,
-         Object.fromEntries(Array.from(row.querySelectorAll('td[data-field]'), c => [c.dataset.field, c.innerText]))]);""")
+         Object.fromEntries(Array.from(row.querySelectorAll('td[data-field]'),
+                                       c => [c.dataset.field, c.innerText]))]);""")
     assert len(rows) == len(expected)
     order = []
     for assignment, name, cells in rows:
