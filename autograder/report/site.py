@@ -91,7 +91,7 @@ def first_line(message: str) -> str:
 
 def page_name(index: int, name: str) -> str:
     """A submission page's file name: its position, then its name reduced to safe characters."""
-    return f"submissions/{index:04d}-{re.sub(r'[^A-Za-z0-9._-]+', '_', name)[:60]}.html"
+    return f"submissions/{index:04d}-{re.sub(r'[^A-Za-z0-9_-]+', '_', name)[:60]}.html"
 
 
 @dataclass

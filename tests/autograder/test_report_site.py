@@ -6,6 +6,7 @@ a reader sees; the gradebook is queried here with sqlite3, independently of the 
 """
 
 import json
+import re
 import sqlite3
 import statistics
 from html.parser import HTMLParser
@@ -77,7 +78,7 @@ def test_student_text_is_shown_as_text_everywhere(tmp_path):
         book.record(HOSTILE_NAME, "d", hostile_report(HOSTILE_NAME))
     index = write_site(tmp_path)
     pages = [index, *sorted((index.parent / "submissions").glob("*.html"))]
-    assert len(pages) == 2
+    assert len(pages) == 2 and re.fullmatch(r"0000-[A-Za-z0-9_-]+\.html", pages[1].name)
     for page in pages:
         tags = elements(page)
         assert "script" not in [tag for tag, _ in tags], page
@@ -91,7 +92,17 @@ def test_student_text_is_shown_as_text_everywhere(tmp_path):
     assert submission.count("&lt;img src=x onerror=alert(1)&gt;") >= 2
     assert "<title>&lt;script&gt;alert(&#39;name&#39;)&lt;/script&gt;: 2 / 3</title>" in submission
     assert "grading notes &lt;b&gt;bold&lt;/b&gt;" in submission
-    assert pages[1].parent.name == "submissions" and "/" not in pages[1].name.replace("\\", "")
+
+
+def test_a_name_that_climbs_out_of_the_folder_gets_a_page_inside_it(tmp_path):
+    out = tmp_path / "out"
+    with Gradebook(out / "gradebook.sqlite") as book:
+        book.record("../../outside", "d", hostile_report("../../outside"))
+    index = write_site(out)
+    pages = list((index.parent / "submissions").iterdir())
+    assert [p.name for p in pages] == ["0000-_outside.html"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    assert '<a class="submission-link" href="submissions/0000-_outside.html">../../outside</a>' in index.read_text()
 
 
 def test_an_empty_cohort_gives_a_page_that_says_so(tmp_path):
