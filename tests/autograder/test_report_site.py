@@ -288,3 +288,44 @@ def test_every_submission_link_opens_its_page_with_its_score(site):
         else:
             assert driver.title == f"{name}: not graded"
         assert console_errors(driver) == [], name
+
+
+def table(driver, selector: str, keys: tuple[str, ...]) -> list[tuple]:
+    """Each row of a table as its data-* keys, then {data-field: shown text} of its cells."""
+    return [tuple(row) for row in driver.execute_script("""
+        const [selector, keys] = arguments;
+        return Array.from(document.querySelectorAll(selector + ' tbody tr'), row => [
+            ...keys.map(k => row.dataset[k]),
+            Object.fromEntries(Array.from(row.querySelectorAll('td[data-field]'),
+                                          c => [c.dataset.field, c.innerText.trim()]))]);""", selector, list(keys))]
+
+
+def test_each_tasks_points_and_each_total_equal_the_gradebooks(site):
+    out, index, driver = site
+    driver.get(index.as_uri())
+    per_task: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for (stored,) in query(out, "SELECT report FROM submissions WHERE status = 'graded'"):
+        sums: dict[tuple[str, str], list[float]] = {}
+        for test in json.loads(stored)["tests"]:
+            pair = sums.setdefault((test["assignment"], test["task"]), [0.0, 0.0])
+            pair[0] += test["points"]
+            pair[1] += test["max_points"]
+        for key, pair in sums.items():
+            per_task.setdefault(key, []).append(tuple(pair))
+    # the hand-graded result is not in any stored report: its row is the test table's (task "written")
+    (got, most), = query(out, "SELECT points, max_points FROM tests WHERE name = 'written/W1'")
+    per_task[("resource_accounting", "written")] = [(got, most)]
+    rows = table(driver, "#task-table", ("assignment", "task"))
+    assert sorted((a, t) for a, t, _ in rows) == sorted(per_task)
+    for assignment, task, cells in rows:
+        pairs = per_task[(assignment, task)]
+        assert cells["max_points"] == shown(max(p[1] for p in pairs))
+        assert cells["mean"] == shown(statistics.fmean(p[0] for p in pairs))
+        assert cells["full"] == f"{sum(p[0] == p[1] for p in pairs)} of {len(pairs)}"
+    stored = {name: (status, score, maximum) for name, status, score, maximum in
+              query(out, "SELECT name, status, score, max_score FROM submissions")}
+    rows = table(driver, "#submission-table", ("submission",))
+    assert sorted(name for name, _ in rows) == sorted(stored)
+    for name, cells in rows:
+        status, score, maximum = stored[name]
+        assert cells["total"] == (f"{shown(score)} / {shown(maximum)}" if status == "graded" else "-")
