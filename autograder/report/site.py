@@ -89,6 +89,11 @@ def first_line(message: str) -> str:
     return line if len(line) <= MESSAGE_WIDTH else line[: MESSAGE_WIDTH - 3] + "..."
 
 
+def last_line(message: str) -> str:
+    """An error's last line: the exception itself, after any traceback."""
+    return first_line("\n".join(reversed(message.splitlines())))
+
+
 def page_name(index: int, name: str) -> str:
     """A submission page's file name: its position, then its name reduced to safe characters."""
     return f"submissions/{index:04d}-{re.sub(r'[^A-Za-z0-9_-]+', '_', name)[:60]}.html"
@@ -270,7 +275,7 @@ def environment() -> Environment:
         trim_blocks=True, lstrip_blocks=True)
     env.filters.update(points=lambda v: "-" if v is None else points(round(v, 2)), label=label, css_class=css_class,
                        percent=lambda v: "-" if v is None else f"{100 * v:.1f}%", short=short,
-                       first_line=first_line)
+                       first_line=first_line, last_line=last_line)
     return env
 
 
