@@ -73,8 +73,8 @@ def synthetic_cohort(out: Path, size: int, seed: int = 0, errors: int | None = N
 
 
 def timed(out: Path) -> tuple[float, float]:
-    """Wall-clock and CPU seconds of writing OUT's report (the CPU time is this process's: the report is
-    written in one thread, so on a busy machine it is the steadier figure)."""
+    """Wall-clock and CPU seconds of writing OUT's report, the modules already imported (the CPU time is
+    this process's: the report is written in one thread, so on a busy machine it is the steadier figure)."""
     from autograder.report.site import write_site
 
     wall, cpu = time.perf_counter(), time.process_time()
