@@ -37,6 +37,7 @@ help:
 	@echo "make grade         grade a sample cohort, or one submission: make grade SUBMISSION=path"
 	@echo "make report        write the cohort report of GRADES (build/grades) again: GRADES/report/index.html"
 	@echo "make bench-report  time the cohort report: the sample cohort and a synthetic one of 500 submissions"
+	@echo "make report-screenshot  the README's screenshot of the report, in headless chromium (make browser-tools installs it)"
 
 install: $(STAMP)
 

@@ -150,14 +150,13 @@ def load(out: Path) -> list[Submission]:
 
 
 def _add_details(tests: list[dict], stored: list[dict]) -> None:
-    """Each test's task, checks and hint from the stored report (the same test at the same position);
+    """Each test's task and what it checks, from the stored report (the same test at the same position);
     a result the report does not hold (e.g. one added by hand) gets its name's first part as task."""
     for test in tests:
         position = test["position"]
         detail = stored[position] if position < len(stored) and stored[position].get("name") == test["name"] else {}
         test["task"] = detail.get("task") or test["name"].split("/", 1)[0]
         test["checks"] = detail.get("checks", "")
-        test["hint"] = detail.get("hint", "")
 
 
 def _feedback(out: Path, name: str, report: str | None) -> str:
