@@ -35,6 +35,9 @@ help:
 	@echo "make bench         attention benchmarks: table and build/bench_attention.png"
 	@echo "make bench-grader  the grading loop: trusted grader (1 and 2 workers, and through Slurm) against nbgrader, student make test"
 	@echo "make grade         grade a sample cohort, or one submission: make grade SUBMISSION=path"
+	@echo "make report        write the cohort report of GRADES (build/grades) again: GRADES/report/index.html"
+	@echo "make bench-report  time the cohort report: the sample cohort and a synthetic one of 500 submissions"
+	@echo "make report-screenshot  the README's screenshot of the report, in headless chromium (make browser-tools installs it)"
 
 install: $(STAMP)
 
@@ -57,7 +60,18 @@ sandbox-tools:
 	    echo "note: could not install bubblewrap; the grader will run without it and say so"; \
 	  else echo "note: bubblewrap (bwrap) is not installed; install Debian's 'bubblewrap' for the full sandbox"; fi; }
 
-test: install sandbox-tools
+# The cohort report's tests open it in a headless browser: Debian's chromium and its chromedriver. Install
+# them where we can (root with apt); otherwise those tests are skipped and say why.
+.PHONY: browser-tools
+browser-tools:
+	@{ command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; } || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get install -y -qq chromium chromium-driver >/dev/null 2>&1 || \
+	    { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq chromium chromium-driver >/dev/null 2>&1; } || \
+	    echo "note: could not install chromium; the cohort report's browser tests will be skipped"; \
+	  else echo "note: chromium and chromedriver are not installed; install Debian's 'chromium' and 'chromium-driver' to run the cohort report's browser tests"; fi; }
+
+test: install sandbox-tools browser-tools
 	$(PYTEST)
 
 test-public: install
@@ -96,10 +110,27 @@ SAMPLE_TIMEOUT ?= 15
 grade: install sandbox-tools
 ifeq ($(SUBMISSION),)
 	$(PYTHON) -m autograder.cohort $(COHORT)
-	$(PYTHON) -m autograder batch $(COHORT) --out $(GRADES) --workers $(WORKERS) --timeout $(SAMPLE_TIMEOUT)
+	$(PYTHON) -m autograder batch $(COHORT) --out $(GRADES) --workers $(WORKERS) --timeout $(SAMPLE_TIMEOUT); \
+	  status=$$?; test -f $(GRADES)/report/index.html && echo "cohort report: $(abspath $(GRADES))/report/index.html"; \
+	  exit $$status
 else
 	$(PYTHON) -m autograder grade $(SUBMISSION) --out $(GRADES)/$(notdir $(basename $(patsubst %/,%,$(SUBMISSION))))
 endif
+
+# The cohort report (README "The cohort report"): `batch` writes it; `make report` writes it again from the
+# gradebook; `make report-screenshot` takes the README's screenshot of the sample cohort's report.
+.PHONY: report report-screenshot bench-report
+report: install
+	$(PYTHON) -m autograder report $(GRADES)
+
+report-screenshot: install browser-tools
+	$(PYTHON) -m autograder.report.site_browser $(GRADES)/report/index.html autograder/report/screenshot.png
+
+# Time to write the report: the sample cohort of `make grade` (if graded) and a synthetic cohort of
+# REPORT_BENCH_SIZE submissions (a gradebook filled directly, nothing graded).
+REPORT_BENCH_SIZE ?= 500
+bench-report: install
+	$(PYTHON) -m autograder.report.site_bench --sample $(GRADES) --size $(REPORT_BENCH_SIZE) --work build/report_bench
 
 # Packaging: every channel, generated from solutions/, tests/ and autograder/suites/ into dist/
 # (README: "Delivering through each channel"). Each target empties and rewrites its own folder.

@@ -8,7 +8,7 @@ a crash, or after adding or changing a few submissions, grades only what is new.
 `workers` threads (each grading runs its own subprocesses, so threads suffice), or on a Slurm
 cluster with `executor=SlurmExecutor(...)` (autograder.executors); results are written to
 out/<name>/ and recorded in out/gradebook.sqlite by the main thread alone, as they arrive;
-out/grades.csv is exported at the end.
+out/grades.csv is exported at the end, then the cohort report, out/report/index.html.
 """
 
 from __future__ import annotations
@@ -143,7 +143,21 @@ def run_batch(directory: Path, out: Path, workers: int = 1, grade_fn: GradeFn | 
             for warning in apply(book, *late, out)[1]:
                 console.print(Text(f"late policy: {warning}", style="yellow"))
         book.export_csv(out / "grades.csv")
-        return book.rows()
+        rows = book.rows()
+    _write_report(out, console)
+    return rows
+
+
+def _write_report(out: Path, console: Console) -> None:
+    """The cohort report (autograder.report.site), once the gradebook is complete. The grades are stored
+    whatever happens here, so a failure to write the report is said, not raised."""
+    from autograder.report.site import write_site
+
+    try:
+        console.print(Text(f"cohort report {write_site(out)}"), soft_wrap=True)
+    except Exception as exc:  # noqa: BLE001 (any bug of the report must not hide the stored grades)
+        console.print(Text(f"the cohort report could not be written ({type(exc).__name__}: {exc}); "
+                           f"`python -m autograder report {out}` tries again", style="red"), soft_wrap=True)
 
 
 def _store(name: str, digest: str, outcome: Outcome, out: Path, book: Gradebook, console: Console) -> None:

@@ -9,6 +9,7 @@
     python -m autograder nbgrader COURSE_DIR ASSIGNMENT [--workers N] [--timeout S]
     python -m autograder manual export OUT | manual import OUT SHEET.csv
     python -m autograder similarity DIR [--out OUT] [--threshold T] [--min-tokens N] [--public KNOWN_DIR]
+    python -m autograder report OUT
 
 Exit codes: 0 when grading completed, whatever the score; 1 when the grader itself failed on a
 submission (grade, nbgrader) or some submissions are recorded as errors (batch; rerun to retry them);
@@ -49,7 +50,7 @@ def _positive(kind: type):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m autograder", description="The trusted autograder.")
-    verbs = parser.add_subparsers(dest="verb", required=True, metavar="{grade,batch,nbgrader,manual,similarity}")
+    verbs = parser.add_subparsers(dest="verb", required=True, metavar="{grade,batch,nbgrader,manual,similarity,report}")
     grade = verbs.add_parser("grade", help="grade one submission (a folder or a .zip)")
     grade.add_argument("submission", type=Path, help="the submission: a folder or a .zip")
     grade.add_argument("--assignment", metavar="NAME", help="grade only this assignment")
@@ -132,6 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="known public solutions to compare each submission with: a package layout, or a "
                          "folder of them")
     similar.set_defaults(command=similarity_command, parser=similar)
+    report = verbs.add_parser("report", help="write the cohort report, OUT/report/index.html, from a gradebook")
+    report.add_argument("out", type=Path, metavar="OUT", help="the --out folder of `batch` (holding gradebook.sqlite)")
+    report.set_defaults(command=report_command, parser=report)
     return parser
 
 
@@ -300,6 +304,21 @@ def similarity_command(args: argparse.Namespace) -> int:
         console.print(Text(clean(f"{name}: not compared ({why})"), style="yellow"))
     console.print(Text(f"{len(result.submissions)} submissions, {len(result.pairs)} pair(s) of files above "
                        f"{result.threshold:g}: {table}, {page}"))
+    if (args.out / "gradebook.sqlite").exists():  # the cohort report links the similarity page: rewrite it
+        from autograder.report.site import write_site
+
+        write_site(args.out)
+    return 0
+
+
+def report_command(args: argparse.Namespace) -> int:
+    from autograder.report.site import write_site
+
+    try:
+        index = write_site(args.out)
+    except FileNotFoundError as exc:
+        args.parser.error(str(exc))
+    print(f"cohort report {index}")
     return 0
 
 

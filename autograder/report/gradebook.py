@@ -271,3 +271,30 @@ def _apply_manual(db: sqlite3.Connection, name: str) -> None:
         db.execute("UPDATE submissions SET score = ?, assignments = ?, report = ? WHERE name = ?",
                    (report.score, json.dumps(groups), report.to_json(), name))
 
+# Read-only queries, for views of a whole cohort (the HTML report): they never create, change or lock a
+# gradebook, and return plain rows, so a view shows whatever statuses and columns the grader stored.
+
+def open_read_only(path: Path) -> sqlite3.Connection:
+    """A connection to an existing gradebook that refuses every write."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no gradebook at {path}: grade the cohort first with "
+                                f"`python -m autograder batch SUBMISSIONS --out {path.parent}`")
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA query_only = ON")
+    return db
+
+
+def _dicts(cursor: sqlite3.Cursor) -> list[dict]:
+    names = [column[0] for column in cursor.description]
+    return [dict(zip(names, row)) for row in cursor.fetchall()]
+
+
+def submission_rows(db: sqlite3.Connection) -> list[dict]:
+    """Every submission's row, its stored report (JSON text, or None) included, by name."""
+    return _dicts(db.execute("SELECT * FROM submissions ORDER BY name"))
+
+
+def result_rows(db: sqlite3.Connection) -> list[dict]:
+    """Every test row of every submission, by submission and position."""
+    return _dicts(db.execute("SELECT * FROM tests ORDER BY submission, position"))

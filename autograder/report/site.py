@@ -1,0 +1,336 @@
+"""The cohort report: a static site built from the gradebook, for the course staff.
+
+    python -m autograder report OUT        (and `autograder batch` at its end)
+
+writes OUT/report/index.html and one page per submission under OUT/report/submissions/. The site opens
+from disk (file://), offline: the charts are SVG files drawn at build time with matplotlib, the style
+sheet is a local file, and there is no script at all.
+
+What the index shows: each assignment's score distribution; each test function's pass rate, hardest
+first, with its most common failure messages grouped; the points of each task; the submissions the
+grader could not grade; the points that need a GPU and were not graded here; and every submission,
+linked to its page (its tests as a table, its feedback.md rendered).
+
+Everything comes from the gradebook's rows as stored, read through one read-only connection: a status
+this module does not know (a newer grader's) is shown as itself, and every total is read through
+`totals()`. Names and messages come from students, so Jinja2 escapes everything it writes, and the
+feedback's Markdown is rendered with raw HTML turned off.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import statistics
+from collections import Counter, OrderedDict
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import NamedTuple
+
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from markdown_it import MarkdownIt
+
+from autograder.report.gradebook import open_read_only, result_rows, submission_rows
+from autograder.report.markdown import feedback_markdown
+from autograder.report.site_charts import write_charts
+from autograder.report.text import REASONS, points
+from autograder.results import GradeReport
+
+REPORT_DIR = "report"
+SIMILARITY_PAGE = "similarity.html"  # written beside index.html by the similarity check, when it runs
+STYLE_SHEET = "site.css"
+TEMPLATES = "site_templates"
+# A pass rate counts the runs with these outcomes: a test that did not run here for a stated reason
+# (not_graded, skipped) is left out, and so is a status this module does not know (e.g. a newer grader's
+# hand-graded answer), which is shown in its own column and in the mean share of points instead.
+COUNTED = ("passed", "failed", "not_implemented", "error")
+FAILURES = ("failed", "not_implemented", "error")  # whose messages are grouped, per test
+KNOWN = tuple(REASONS)
+MESSAGE_GROUPS = 3  # most common failure messages shown per test
+MESSAGE_WIDTH = 200  # characters of a message's first line kept for grouping
+
+
+class Totals(NamedTuple):
+    score: float | None
+    max_score: float | None
+    assignments: dict  # assignment -> (score, max_score)
+
+
+def totals(row: dict) -> Totals:
+    """A submission's total and per-assignment scores: the one place the report reads them."""
+    groups = row["assignments"] if isinstance(row["assignments"], dict) else json.loads(row["assignments"])
+    return Totals(row["score"], row["max_score"], {a: tuple(pair) for a, pair in groups.items()})
+
+
+def label(status: str) -> str:
+    """A status for a reader: the harness's words for the known ones, any other as itself."""
+    return status.replace("_", " ") if status in KNOWN else status
+
+
+def css_class(status: str) -> str:
+    return f"status-{status}" if status in KNOWN else "status-other"
+
+
+def function_name(test_name: str) -> str:
+    """The test function: `tests/a/test_x.py::test_y` for `tests/a/test_x.py::test_y[case]`."""
+    return test_name.split("[", 1)[0]
+
+
+def short(test_name: str) -> str:
+    """`test_x.py::test_y[case]` for `tests/a/test_x.py::test_y[case]`."""
+    path, sep, rest = test_name.partition("::")
+    return path.rsplit("/", 1)[-1] + sep + rest
+
+
+def first_line(message: str) -> str:
+    line = next((line.strip() for line in message.splitlines() if line.strip()), "")
+    return line if len(line) <= MESSAGE_WIDTH else line[: MESSAGE_WIDTH - 3] + "..."
+
+
+def last_line(message: str) -> str:
+    """An error's last line: the exception itself, after any traceback."""
+    return first_line("\n".join(reversed(message.splitlines())))
+
+
+def page_name(index: int, name: str) -> str:
+    """A submission page's file name: its position, then its name reduced to safe characters."""
+    return f"submissions/{index:04d}-{re.sub(r'[^A-Za-z0-9_-]+', '_', name)[:60]}.html"
+
+
+@dataclass
+class Submission:
+    name: str
+    status: str
+    message: str
+    graded_at: str
+    totals: Totals
+    page: str
+    tests: list[dict] = field(default_factory=list)
+    log: list[str] = field(default_factory=list)
+    feedback: str = ""  # Markdown
+
+    @property
+    def graded(self) -> bool:
+        return self.status == "graded"
+
+    def count(self, status: str) -> int:
+        return sum(t["status"] == status for t in self.tests)
+
+    def gpu_points(self) -> float:
+        return sum(t["max_points"] for t in self.tests if t["status"] == "not_graded")
+
+    def others(self) -> Counter:
+        """Counts of the statuses other than passed and failed, by status."""
+        return Counter(t["status"] for t in self.tests if t["status"] not in ("passed", "failed"))
+
+
+def load(out: Path) -> list[Submission]:
+    """Every submission of the gradebook in OUT, with its tests (each with its task, from the stored
+    report) and its feedback (OUT/<name>/feedback.md, else rebuilt from the stored report)."""
+    db = open_read_only(out / "gradebook.sqlite")
+    try:
+        rows, results = submission_rows(db), result_rows(db)
+    finally:
+        db.close()
+    tests: dict[str, list[dict]] = {}
+    for result in results:
+        tests.setdefault(result["submission"], []).append(result)
+    submissions = []
+    for index, row in enumerate(rows):
+        stored = json.loads(row["report"]) if row.get("report") else {}
+        mine = tests.get(row["name"], [])
+        _add_details(mine, stored.get("tests", []))
+        submissions.append(Submission(
+            name=row["name"], status=row["status"], message=row["message"], graded_at=row["graded_at"],
+            totals=totals(row), page=page_name(index, row["name"]), tests=mine, log=stored.get("log", []),
+            feedback=_feedback(out, row["name"], row.get("report")) if row["status"] == "graded" else ""))
+    return submissions
+
+
+def _add_details(tests: list[dict], stored: list[dict]) -> None:
+    """Each test's task and what it checks, from the stored report (the same test at the same position);
+    a result the report does not hold (e.g. one added by hand) gets its name's first part as task."""
+    for test in tests:
+        position = test["position"]
+        detail = stored[position] if position < len(stored) and stored[position].get("name") == test["name"] else {}
+        test["task"] = detail.get("task") or test["name"].split("/", 1)[0]
+        test["checks"] = detail.get("checks", "")
+
+
+def _feedback(out: Path, name: str, report: str | None) -> str:
+    path = out / name / "feedback.md"
+    if path.parent.parent.resolve() == out.resolve() and path.is_file():
+        return path.read_text(encoding="utf-8", errors="replace")
+    try:
+        return feedback_markdown(GradeReport.from_json(report)) if report else ""
+    except (ValueError, TypeError, KeyError):
+        return ""  # a report this version cannot read: the page still shows the tests
+
+
+# --- the cohort's figures ---------------------------------------------------------------------------
+
+def stats(values: list[float]) -> dict:
+    if not values:
+        return {"n": 0, "mean": None, "median": None, "min": None, "max": None}
+    return {"n": len(values), "mean": statistics.fmean(values), "median": statistics.median(values),
+            "min": min(values), "max": max(values)}
+
+
+def assignment_figures(submissions: list[Submission]) -> list[dict]:
+    """Per assignment: the maximum, the distribution of the graded submissions' scores and the GPU points
+    not graded per submission."""
+    graded = [s for s in submissions if s.graded]
+    names = sorted({a for s in graded for a in s.totals.assignments})
+    figures = []
+    for name in names:
+        pairs = [s.totals.assignments[name] for s in graded if name in s.totals.assignments]
+        gpu = [sum(t["max_points"] for t in s.tests if t["assignment"] == name and t["status"] == "not_graded")
+               for s in graded if name in s.totals.assignments]
+        figures.append({"name": name, "max_score": max(p[1] for p in pairs), "scores": [p[0] for p in pairs],
+                        **stats([p[0] for p in pairs]), "gpu_points": max(gpu, default=0.0)})
+    return figures
+
+
+def pass_rates(submissions: list[Submission]) -> list[dict]:
+    """One row per test function (its parametrised cases together) over all graded submissions: counts by
+    status, pass rate among the runs that count (COUNTED), share of the points; hardest first."""
+    rows: OrderedDict[tuple[str, str], dict] = OrderedDict()
+    for submission in submissions:
+        for test in submission.tests:
+            key = (test["assignment"], function_name(test["name"]))
+            row = rows.setdefault(key, {"assignment": key[0], "name": key[1], "short": short(key[1]),
+                                        "task": test["task"], "cases": set(), "visibility": set(),
+                                        "statuses": Counter(), "points": 0.0, "max_points": 0.0,
+                                        "messages": Counter()})
+            row["cases"].add(test["name"])
+            row["visibility"].add(test["visibility"])
+            row["statuses"][test["status"]] += 1
+            row["points"] += test["points"]
+            row["max_points"] += test["max_points"]
+            if test["status"] in FAILURES:
+                row["messages"][first_line(test["message"]) or label(test["status"])] += 1
+    for row in rows.values():
+        runs = sum(row["statuses"].values())
+        counted = sum(row["statuses"][s] for s in COUNTED)
+        row.update(runs=runs, counted=counted, cases=len(row["cases"]), visibility=sorted(row["visibility"]),
+                   passed=row["statuses"]["passed"],
+                   pass_rate=row["statuses"]["passed"] / counted if counted else None,
+                   share=row["points"] / row["max_points"] if row["max_points"] else None,
+                   top_messages=row["messages"].most_common(MESSAGE_GROUPS),
+                   other_messages=len(row["messages"]) - min(len(row["messages"]), MESSAGE_GROUPS))
+    return sorted(rows.values(), key=lambda r: (r["pass_rate"] is None, r["pass_rate"] or 0.0,
+                                                r["share"] or 0.0, r["assignment"], r["name"]))
+
+
+def task_points(submissions: list[Submission]) -> list[dict]:
+    """Per assignment and task: its maximum, the mean points, how many graded submissions got them all,
+    and the points of its tests that were not graded here (GPU)."""
+    graded = [s for s in submissions if s.graded]
+    per: OrderedDict[tuple[str, str], list[tuple[float, float, float]]] = OrderedDict()
+    for submission in graded:
+        sums: dict[tuple[str, str], list[float]] = {}
+        for test in submission.tests:
+            got = sums.setdefault((test["assignment"], test["task"]), [0.0, 0.0, 0.0])
+            got[0] += test["points"]
+            got[1] += test["max_points"]
+            got[2] += test["max_points"] if test["status"] == "not_graded" else 0.0
+        for key, value in sums.items():
+            per.setdefault(key, []).append(tuple(value))
+    rows = []
+    for (assignment, task), values in sorted(per.items()):
+        maximum = max(v[1] for v in values)
+        mean = statistics.fmean(v[0] for v in values)
+        rows.append({"assignment": assignment, "task": task, "max_points": maximum, "mean": mean,
+                     "fraction": mean / maximum if maximum else None, "gpu_points": max(v[2] for v in values),
+                     "full": sum(v[0] == v[1] and v[1] > 0 for v in values), "n": len(values)})
+    return rows
+
+
+def gpu_not_graded(submissions: list[Submission]) -> list[dict]:
+    """The test functions not graded for want of a GPU: their points per submission and how many
+    submissions they were not graded for."""
+    rows: OrderedDict[tuple[str, str], dict] = OrderedDict()
+    for submission in submissions:
+        mine: dict[tuple[str, str], float] = {}
+        for test in submission.tests:
+            if test["status"] == "not_graded":
+                key = (test["assignment"], function_name(test["name"]))
+                mine[key] = mine.get(key, 0.0) + test["max_points"]
+        for key, value in mine.items():
+            row = rows.setdefault(key, {"assignment": key[0], "name": key[1], "short": short(key[1]),
+                                        "points": 0.0, "submissions": 0})
+            row["points"] = max(row["points"], value)
+            row["submissions"] += 1
+    return sorted(rows.values(), key=lambda r: (r["assignment"], r["name"]))
+
+
+# --- the site ---------------------------------------------------------------------------------------
+
+def environment() -> Environment:
+    env = Environment(loader=PackageLoader("autograder.report", TEMPLATES), autoescape=select_autoescape(
+        enabled_extensions=("html",), default_for_string=True, default=True), undefined=StrictUndefined,
+        trim_blocks=True, lstrip_blocks=True)
+    env.filters.update(points=lambda v: "-" if v is None else points(round(v, 2)), label=label, css_class=css_class,
+                       percent=lambda v: "-" if v is None else f"{100 * v:.1f}%", short=short,
+                       first_line=first_line, last_line=last_line)
+    return env
+
+
+# CommonMark with GitHub's tables and raw HTML off: a student's text can only ever be text.
+MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable("table")
+
+
+def render_markdown(text: str) -> str:
+    """`text` as HTML; a table column's alignment becomes a class (the pages' policy allows no inline style)."""
+    tokens = MARKDOWN.parse(text)
+    for token in tokens:
+        align = re.fullmatch(r"text-align:(left|right|center)", token.attrGet("style") or "")
+        if token.type in ("th_open", "td_open") and align:
+            token.attrs.pop("style")
+            token.attrSet("class", f"align-{align.group(1)}")
+    return MARKDOWN.renderer.render(tokens, MARKDOWN.options, {})
+
+
+def write_site(out: Path) -> Path:
+    """Write OUT/report/ from OUT/gradebook.sqlite (replacing the report written before) and return the
+    path of its index.html. FileNotFoundError when OUT has no gradebook."""
+    out = Path(out)
+    submissions = load(out)
+    site = out / REPORT_DIR
+    for stale in ("submissions", "charts"):
+        shutil.rmtree(site / stale, ignore_errors=True)
+    (site / "submissions").mkdir(parents=True, exist_ok=True)
+    env = environment()
+    shutil.copyfile(Path(__file__).with_name(TEMPLATES) / STYLE_SHEET, site / STYLE_SHEET)
+    assignments = assignment_figures(submissions)
+    charts = write_charts(site / "charts", assignments, [s.totals.score for s in submissions if s.graded])
+    built = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    index = site / "index.html"
+    index.write_text(env.get_template("index.html").render(
+        root="", built=built, submissions=submissions, assignments=assignments, charts=charts,
+        tests=pass_rates(submissions), tasks=task_points(submissions), gpu=gpu_not_graded(submissions),
+        errors=[s for s in submissions if not s.graded], test_errors=[s for s in submissions if s.count("error")],
+        similarity=(site / SIMILARITY_PAGE).is_file(), grades_csv=(out / "grades.csv").is_file(),
+        statuses=_statuses(submissions)), encoding="utf-8")
+    page = env.get_template("submission.html")
+    for submission in submissions:
+        (site / submission.page).write_text(page.render(
+            root="../", built=built, s=submission, assignments=_by_assignment(submission.tests),
+            feedback=render_markdown(submission.feedback) if submission.feedback else ""), encoding="utf-8")
+    return index
+
+
+def _statuses(submissions: list[Submission]) -> list[str]:
+    """Every status in the gradebook, the known ones in the harness's order, then any other."""
+    found = {t["status"] for s in submissions for t in s.tests}
+    return [s for s in KNOWN if s in found] + sorted(found - set(KNOWN))
+
+
+def _by_assignment(tests: list[dict]) -> "OrderedDict[str, list[dict]]":
+    groups: OrderedDict[str, list[dict]] = OrderedDict()
+    for test in tests:
+        groups.setdefault(test["assignment"], []).append(test)
+    return groups
+
