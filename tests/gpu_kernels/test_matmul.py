@@ -62,10 +62,11 @@ def test_matmul_fused_epilogue_matches_float64(student, trusted, activation):
 @pytest.mark.points(1)
 @pytest.mark.task("matmul.matmul_triton")
 def test_matmul_with_epilogue_launches_one_triton_kernel(student, trusted):
-    """matmul_triton(a, b, bias, "gelu") launches exactly one Triton kernel: the epilogue is fused."""
+    """matmul_triton(a, b, bias, "gelu") launches one Triton kernel (by name: an autotuner's
+    trial runs count once) and nothing else: the epilogue is fused."""
     x = operands(trusted, 34, 20, 20, 20, False, False)
     got = student.run(scenarios.matmul, **x, bias=trusted.randn(35, 20), activation="gelu", device=DEVICE)
-    assert len(got["launches"]) == 1, f"expected one Triton kernel launch, got {got['launches']}"
+    assert len(set(got["launches"])) == 1, f"expected one Triton kernel, got {sorted(set(got['launches']))}"
 
 
 BAD_CALLS = {
