@@ -62,12 +62,12 @@ def gelu_tanh(x):
 
 
 @triton.jit
-def _gelu_kernel(X, Y, n, BLOCK: tl.constexpr):
+def _gelu_tanh_kernel(X, Y, n, BLOCK: tl.constexpr):
     """One program: GeLU of the elements [pid * BLOCK, pid * BLOCK + BLOCK) of X into Y, past n masked.
 
     Handout: §2 GeLU, an elementwise kernel
     """
-    raise NotImplementedError('_gelu_kernel in gpu_kernels/elementwise.py is not implemented yet: write it (handout §2 GeLU, an elementwise kernel)')
+    raise NotImplementedError('_gelu_tanh_kernel in gpu_kernels/elementwise.py is not implemented yet: write it (handout §2 GeLU, an elementwise kernel)')
 
 
 def gelu_triton(x: torch.Tensor) -> torch.Tensor:

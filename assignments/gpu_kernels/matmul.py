@@ -58,7 +58,7 @@ def _autotune_on_gpu(kernel):
     interpreter the kernel is returned as is."""
     if interpreted():
         return kernel
-    configs = [triton.Config({}, num_warps=w, num_stages=s) for w, s in ((4, 4), (8, 3), (8, 4), (4, 3))]
+    configs = [triton.Config({}, num_warps=w, num_stages=s) for w, s in ((8, 3), (8, 4), (4, 4), (4, 3))]
     return triton.autotune(configs=configs, key=["M", "N", "K", "HAS_BIAS", "ACTIVATION", "DOT_FP32"])(kernel)
 
 

@@ -67,7 +67,7 @@ def gelu_tanh(x):
 
 
 @triton.jit
-def _gelu_kernel(X, Y, n, BLOCK: tl.constexpr):
+def _gelu_tanh_kernel(X, Y, n, BLOCK: tl.constexpr):
     """One program: GeLU of the elements [pid * BLOCK, pid * BLOCK + BLOCK) of X into Y, past n masked.
 
     Handout: §2 GeLU, an elementwise kernel
@@ -95,6 +95,6 @@ def gelu_triton(x: torch.Tensor) -> torch.Tensor:
     y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     n = dense.numel()
     if n:
-        _gelu_kernel[(triton.cdiv(n, BLOCK),)](dense, y, n, BLOCK=BLOCK)
+        _gelu_tanh_kernel[(triton.cdiv(n, BLOCK),)](dense, y, n, BLOCK=BLOCK)
     return y
     ### END SOLUTION
