@@ -40,11 +40,11 @@ def assert_one_kernel(what: str, got: dict) -> None:
 @pytest.mark.task("elementwise.gelu_triton")
 def test_gelu_matches_float64_at_random_shapes_and_strides(student, trusted, rng):
     """gelu_triton in float32 matches float64 GeLU (tanh) within 1e-4 at three random shapes (rank 1 to 3,
-    sizes 1 to 40, values up to ±12) and views (dense, transposed, a column step, a storage offset),
-    launching one Triton kernel and no torch arithmetic."""
-    for _ in range(3):
+    sizes 1 to 40, values up to ±12) and views (dense, transposed, a column step, a storage offset; the
+    first one strided), launching one Triton kernel and no torch arithmetic."""
+    for i in range(3):
         shape = trusted.draw_shape(rng)
-        stored, view = trusted.draw_view(rng, shape)
+        stored, view = trusted.draw_view(rng, shape, strided=i == 0)
         x = trusted.randn(rng.randrange(2**31), *stored, scale=4.0)
         got = student.run(scenarios.gelu, x=x, view=view, device=DEVICE)
         what = f"gelu_triton (shape {shape}, view {view})"
@@ -71,11 +71,11 @@ def test_gelu_keeps_a_half_precision_dtype(student, trusted, rng, dtype):
 @pytest.mark.task("softmax.softmax_triton")
 def test_softmax_matches_float64_at_random_shapes_views_and_blocks(student, trusted, rng):
     """softmax_triton in float32 matches float64 within 1e-4 at three random cases: leading dims of rank 0 to
-    2, rows of 1 to 300 columns, views, and block sizes 16, 32 or 64 (most rows span several blocks) or
-    the default; one Triton kernel, no torch arithmetic."""
-    for _ in range(3):
-        shape = (*trusted.draw_shape(rng, ranks=(0, 1, 2), sizes=(1, 6)), rng.randint(1, 300))
-        stored, view = trusted.draw_view(rng, shape)
+    2, rows of 2 to 300 columns, views (the first strided), and block sizes 16, 32 or 64 (most rows span
+    several blocks) or the default; one Triton kernel, no torch arithmetic."""
+    for i in range(3):
+        shape = (*trusted.draw_shape(rng, ranks=(0, 1, 2), sizes=(1, 6)), rng.randint(2, 300))
+        stored, view = trusted.draw_view(rng, shape, strided=i == 0)
         block_size = rng.choice((16, 32, 64, None))
         x = trusted.randn(rng.randrange(2**31), *stored, scale=5.0)
         got = student.run(scenarios.softmax, x=x, view=view, block_size=block_size, device=DEVICE)
@@ -88,13 +88,15 @@ def test_softmax_matches_float64_at_random_shapes_views_and_blocks(student, trus
 @pytest.mark.task("softmax.softmax_triton")
 def test_softmax_is_stable_where_exp_overflows(student, trusted, rng):
     """softmax_triton of rows with values of a random scale from 100 to 10000 (exp overflows past 89 in
-    float32), whose maximum sits in a random block of 16, matches float64: no inf, no nan."""
-    rows, n = rng.randint(1, 4), rng.randint(40, 120)
-    x = trusted.randn(rng.randrange(2**31), rows, n, scale=rng.uniform(100, 10000))
-    x[:, rng.randrange(n)] = float(x.abs().max()) + 1
-    got = student.run(scenarios.softmax, x=x, view=None, block_size=16, device=DEVICE)
-    trusted.assert_close(f"softmax_triton ({rows}x{n}, blocks of 16)", got["out"], trusted.softmax64(x),
-                         torch.float32, trusted.fp32)
+    float32), whose maximum sits at a random column, matches float64 with blocks of 16 and with the default
+    block (one block for these rows, at most 120 columns): no inf, no nan."""
+    for block_size in (16, None):
+        rows, n = rng.randint(1, 4), rng.randint(40, 120)
+        x = trusted.randn(rng.randrange(2**31), rows, n, scale=rng.uniform(100, 10000))
+        x[:, rng.randrange(n)] = float(x.abs().max()) + 1
+        got = student.run(scenarios.softmax, x=x, view=None, block_size=block_size, device=DEVICE)
+        trusted.assert_close(f"softmax_triton ({rows}x{n}, block_size {block_size})", got["out"],
+                             trusted.softmax64(x), torch.float32, trusted.fp32)
 
 
 @pytest.mark.points(1)
@@ -112,10 +114,11 @@ def test_softmax_keeps_a_half_precision_dtype(student, trusted, rng, dtype):
 # ---- Matmul -------------------------------------------------------------------------------------------
 
 
-def draw_matmul(trusted, rng, sizes=(1, 100), dtype=torch.float32) -> dict:
-    """Random M, N, K in `sizes`, each operand stored transposed or not, scaled by 1/sqrt(K)."""
+def draw_matmul(trusted, rng, sizes=(1, 100), dtype=torch.float32, transposed: bool = False) -> dict:
+    """Random M, N, K in `sizes`, each operand stored transposed or not (both, with `transposed`), scaled by
+    1/sqrt(K)."""
     m, n, k = (rng.randint(*sizes) for _ in range(3))
-    a_t, b_t = rng.random() < 0.5, rng.random() < 0.5
+    a_t, b_t = transposed or rng.random() < 0.5, transposed or rng.random() < 0.5
     a = trusted.randn(rng.randrange(2**31), *((k, m) if a_t else (m, k)), dtype=dtype, scale=k ** -0.5)
     b = trusted.randn(rng.randrange(2**31), *((n, k) if b_t else (k, n)), dtype=dtype)
     return dict(a=a, b=b, a_view="t" if a_t else None, b_view="t" if b_t else None)
@@ -135,9 +138,9 @@ def expected_matmul(trusted, x: dict, bias, activation):
 @pytest.mark.task("matmul.matmul_triton")
 def test_matmul_matches_float64_at_random_shapes(student, trusted, rng):
     """matmul_triton(a, b) in float32 matches float64 within 1e-4 at three random cases (M, N, K from 1 to 100,
-    operands transposed or not); one Triton kernel, no torch arithmetic."""
-    for _ in range(3):
-        x = draw_matmul(trusted, rng)
+    operands transposed or not, both in the first); one Triton kernel, no torch arithmetic."""
+    for i in range(3):
+        x = draw_matmul(trusted, rng, transposed=i == 0)
         got = student.run(scenarios.matmul, **x, bias=None, activation=None, device=DEVICE)
         what = f"matmul_triton ({matmul_case(x, None, None)})"
         trusted.assert_close(what, got["out"], expected_matmul(trusted, x, None, None), torch.float32, trusted.fp32)
