@@ -152,3 +152,39 @@ def test_a_wrong_implementation_loses_the_points_of_what_it_breaks(tmp_path, nam
     found = outcomes(tree, tmp_path, f"{SUITE}/{hidden}")
     failed = {n.partition("::")[2] for n, outcome in not_passed(found).items() if outcome == "failed"}
     assert failed == expected, f"unexpected outcomes: {not_passed(found)}"
+
+
+# ---- Cheats: right answers from torch behind a launched kernel -----------------------------------------
+
+# cheat: (the task it targets, a word of its first finding's message)
+CHEAT_FINDINGS = {
+    "torch_fallback": ("matmul.matmul_triton", "torch.addmm"),
+    "gelu_alias": ("elementwise.gelu_triton", "torch.nn.functional.gelu"),
+    "getattr_matmul": ("matmul.matmul_triton", "built at run time"),
+    "import_trick": ("softmax.softmax_triton", "__import__"),
+    "tensor_methods": ("softmax.softmax_triton", ".softmax"),
+    "matmul_operator": ("matmul.matmul_triton", "@"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CHEAT_FINDINGS))
+def test_a_cheat_is_found_by_the_static_rules_and_loses_its_task(tmp_path, name):
+    """Each cheat breaks a static rule that blocks its task (and so every test of it), with a message naming
+    the call; its kernel still launches, so the worker's own evidence would not catch it."""
+    task, word = CHEAT_FINDINGS[name]
+    found = findings(build_tree(tmp_path, folder(CHEATS / name)))
+    assert found and word in found[0].message, [v.message for v in found]
+    assert blocked(found, task), f"{name}: nothing blocks {task}"
+
+
+def test_the_grader_gives_the_cheats_no_kernel_point(tmp_path):
+    """Graded for real (sandboxed worker, static rules), a submission with a cheat in each kernel module earns
+    no point of any kernel test, though its answers are right; each failed test names the rule it broke."""
+    modules = {**folder(CHEATS / "gelu_alias"), **folder(CHEATS / "tensor_methods"), **folder(CHEATS / "torch_fallback")}
+    report = grade(build_tree(tmp_path, modules), assignment="gpu_kernels", select="not build")
+    kernel_tests = [t for t in report.tests if t.task in TASKS and t.status != "not_graded"]
+    assert len(kernel_tests) >= 40, f"the kernel tests did not run: {report.log}"
+    assert [t.name for t in kernel_tests if t.points] == []
+    for test in kernel_tests:
+        assert test.status == "failed" and ("forbidden" in test.message or "host code" in test.message), \
+            (test.name, test.message)
