@@ -188,3 +188,35 @@ def test_the_grader_gives_the_cheats_no_kernel_point(tmp_path):
     for test in kernel_tests:
         assert test.status == "failed" and ("forbidden" in test.message or "host code" in test.message), \
             (test.name, test.message)
+
+
+# ---- The GPU-only tests' own code -------------------------------------------------------------------
+
+
+def test_the_gpu_tests_run_on_the_cpu_at_tiny_sizes(monkeypatch):
+    """The hidden GPU tests cannot run without a GPU; their code (scenarios, trusted timing loops, output
+    checks) runs here against solutions on the CPU instead (GPU = "cpu", the Triton interpreter, tiny
+    sizes), the speed limits aside: so that a GPU grading run does not meet a typo first."""
+    from autograder.harness.student import LocalStudent
+    from autograder.suites.gpu_kernels import conftest as suite
+    from autograder.suites.gpu_kernels import test_hidden_kernels as hidden
+
+    monkeypatch.setattr(hidden, "GPU", "cpu")
+    monkeypatch.setattr(hidden, "GPU_SIZES", (16, 40))
+    monkeypatch.setattr(hidden, "SPEED", {"gelu": dict(shapes=[[300]], iterations=2),
+                                          "matmul": dict(shapes=[[40, 24], [24, 33]], iterations=2),
+                                          "epilogue": dict(shapes=[[40, 24], [24, 33], [33]], iterations=2)})
+    monkeypatch.setattr(hidden, "CHECKED_ROWS", 4)
+    student, trusted, rng = LocalStudent(), suite.helpers(), random.Random(0)
+    for dtype in (torch.bfloat16, torch.float16):
+        hidden.test_gelu_half_precision_on_gpu(student, trusted, rng, dtype)
+        hidden.test_matmul_half_precision_on_gpu(student, trusted, rng, dtype)
+    ratio, ratios = hidden.speed_ratio(student, trusted, rng, "gelu",
+                                       lambda x: torch.nn.functional.gelu(x, approximate="tanh"))
+    assert len(ratios) == 5
+    ratio, ratios = hidden.speed_ratio(student, trusted, rng, "matmul", torch.matmul)
+    assert len(ratios) == 5
+    for kernel in ("epilogue", "unfused"):
+        seconds, _, check = hidden.timed_student(student, trusted, rng, kernel, "gelu")
+        assert seconds() > 0
+        check()
