@@ -90,6 +90,11 @@ HIDDEN = "test_hidden_kernels.py"
 CONTRACT = "test_hidden_kernels_contract.py"
 
 # name: (module, [(text in the solution, its wrong replacement), ...], hidden module to run, hidden tests it fails)
+# A matmul without the K mask reads past the end of each row of a and b, whatever memory holds there: the
+# tests it fails besides the two listed depend on that memory (MAY_ALSO_FAIL).
+MAY_ALSO_FAIL = {"matmul without the mask on K": {"test_matmul_keeps_a_half_precision_dtype[bf16]",
+                                                  "test_matmul_keeps_a_half_precision_dtype[fp16]",
+                                                  "test_matmul_with_k_zero_is_the_epilogue_of_zero"}}
 WRONG = {
     "gelu is the exact erf GeLU, not the tanh approximation": (
         "elementwise.py", [("    a = 0.7978845608028654 * (x + 0.044715 * x * x * x)  # sqrt(2/pi) (x + 0.044715 x³)\n"
@@ -116,8 +121,7 @@ WRONG = {
     "matmul without the mask on K": (
         "matmul.py", [("mask=(rows[:, None] < M) & (k + ks[None, :] < K), other=0.0)", "mask=rows[:, None] < M, other=0.0)"),
                       ("mask=(k + ks[:, None] < K) & (cols[None, :] < N), other=0.0)", "mask=cols[None, :] < N, other=0.0)")],
-        HIDDEN, {"test_matmul_matches_float64_at_random_shapes", "test_matmul_fused_epilogue_at_random_shapes",
-                 "test_matmul_keeps_a_half_precision_dtype[bf16]", "test_matmul_keeps_a_half_precision_dtype[fp16]"}),
+        HIDDEN, {"test_matmul_matches_float64_at_random_shapes", "test_matmul_fused_epilogue_at_random_shapes"}),
     "matmul adds the bias after the activation": (
         "matmul.py", [("    if HAS_BIAS:\n        acc += tl.load(BIAS + cols, mask=cols < N, other=0.0).to(tl.float32)[None, :]\n",
                        ""),
@@ -151,7 +155,7 @@ def test_a_wrong_implementation_loses_the_points_of_what_it_breaks(tmp_path, nam
     tree = build_tree(tmp_path, {module: text})
     found = outcomes(tree, tmp_path, f"{SUITE}/{hidden}")
     failed = {n.partition("::")[2] for n, outcome in not_passed(found).items() if outcome == "failed"}
-    assert failed == expected, f"unexpected outcomes: {not_passed(found)}"
+    assert expected <= failed <= expected | MAY_ALSO_FAIL.get(name, set()), f"unexpected outcomes: {not_passed(found)}"
 
 
 # ---- Cheats: right answers from torch behind a launched kernel -----------------------------------------
