@@ -102,8 +102,8 @@ WRONG = {
                             "    tanh = tl.where(a < 0, -1.0, 1.0) * (1.0 - e) / (1.0 + e)\n"
                             "    return 0.5 * x * (1.0 + tanh)",
                             "    return 0.5 * x * (1.0 + tl.math.erf(x * 0.7071067811865476))")],
-        HIDDEN, {"test_gelu_matches_float64_at_random_shapes_and_strides", "test_matmul_fused_epilogue_at_random_shapes",
-                 "test_matmul_with_k_zero_is_the_epilogue_of_zero"}),
+        HIDDEN, {"test_gelu_matches_float64_at_random_shapes_and_strides",
+                 "test_matmul_fused_epilogue_at_random_shapes", "test_matmul_with_k_zero_is_the_epilogue_of_zero"}),
     "gelu reads a strided tensor as if it were dense": (
         "elementwise.py", [("dense = x.contiguous()", "dense = x")],
         HIDDEN, {"test_gelu_matches_float64_at_random_shapes_and_strides"}),
@@ -111,7 +111,8 @@ WRONG = {
         "softmax.py", [("e = tl.exp(x - tl.max(x, 0))", "e = tl.exp(x)")],
         HIDDEN, {"test_softmax_is_stable_where_exp_overflows"}),
     "softmax forgets to rescale the running sum past one block": (
-        "softmax.py", [("l = l * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), 0)", "l = l + tl.sum(tl.exp(x - m_new), 0)")],
+        "softmax.py", [("l = l * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), 0)",
+                        "l = l + tl.sum(tl.exp(x - m_new), 0)")],
         HIDDEN, {"test_softmax_matches_float64_at_random_shapes_views_and_blocks",
                  "test_softmax_is_stable_where_exp_overflows", "test_softmax_keeps_a_half_precision_dtype[bf16]",
                  "test_softmax_keeps_a_half_precision_dtype[fp16]"}),
@@ -119,12 +120,14 @@ WRONG = {
         "softmax.py", [("rows.stride(0), rows.stride(1), n_cols", "rows.stride(0), 1, n_cols")],
         HIDDEN, {"test_softmax_matches_float64_at_random_shapes_views_and_blocks"}),
     "matmul without the mask on K": (
-        "matmul.py", [("mask=(rows[:, None] < M) & (k + ks[None, :] < K), other=0.0)", "mask=rows[:, None] < M, other=0.0)"),
-                      ("mask=(k + ks[:, None] < K) & (cols[None, :] < N), other=0.0)", "mask=cols[None, :] < N, other=0.0)")],
+        "matmul.py", [("mask=(rows[:, None] < M) & (k + ks[None, :] < K), other=0.0)",
+                       "mask=rows[:, None] < M, other=0.0)"),
+                      ("mask=(k + ks[:, None] < K) & (cols[None, :] < N), other=0.0)",
+                       "mask=cols[None, :] < N, other=0.0)")],
         HIDDEN, {"test_matmul_matches_float64_at_random_shapes", "test_matmul_fused_epilogue_at_random_shapes"}),
     "matmul adds the bias after the activation": (
-        "matmul.py", [("    if HAS_BIAS:\n        acc += tl.load(BIAS + cols, mask=cols < N, other=0.0).to(tl.float32)[None, :]\n",
-                       ""),
+        "matmul.py", [("    if HAS_BIAS:\n"
+                       "        acc += tl.load(BIAS + cols, mask=cols < N, other=0.0).to(tl.float32)[None, :]\n", ""),
                       ("        acc = tl.maximum(acc, 0.0)\n",
                        "        acc = tl.maximum(acc, 0.0)\n    if HAS_BIAS:\n"
                        "        acc += tl.load(BIAS + cols, mask=cols < N, other=0.0).to(tl.float32)[None, :]\n")],
@@ -184,7 +187,8 @@ def test_a_cheat_is_found_by_the_static_rules_and_loses_its_task(tmp_path, name)
 def test_the_grader_gives_the_cheats_no_kernel_point(tmp_path):
     """Graded for real (sandboxed worker, static rules), a submission with a cheat in each kernel module earns
     no point of any kernel test, though its answers are right; each failed test names the rule it broke."""
-    modules = {**folder(CHEATS / "gelu_alias"), **folder(CHEATS / "tensor_methods"), **folder(CHEATS / "torch_fallback")}
+    modules = {name: text for cheat in ("gelu_alias", "tensor_methods", "torch_fallback")
+               for name, text in folder(CHEATS / cheat).items()}
     report = grade(build_tree(tmp_path, modules), assignment="gpu_kernels", select="not build")
     kernel_tests = [t for t in report.tests if t.task in TASKS and t.status != "not_graded"]
     assert len(kernel_tests) >= 40, f"the kernel tests did not run: {report.log}"

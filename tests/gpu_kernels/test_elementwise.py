@@ -51,7 +51,8 @@ def test_gelu_is_the_tanh_approximation_at_large_inputs(student, trusted):
 @pytest.mark.points(1)
 @pytest.mark.task("elementwise.gelu_triton")
 def test_gelu_launches_one_triton_kernel(student, trusted):
-    """gelu_triton launches one Triton kernel (kernels.launches records it; an autotuner's trial runs of it count once)."""
+    """gelu_triton launches one Triton kernel (kernels.launches records it; an autotuner's trial runs of it
+    count once)."""
     got = student.run(scenarios.gelu, x=trusted.randn(11, 300), view=None, device=DEVICE)
     assert len(set(got["launches"])) == 1, f"expected one Triton kernel, got {sorted(set(got['launches']))}"
 

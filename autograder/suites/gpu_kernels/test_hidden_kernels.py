@@ -126,8 +126,10 @@ def draw_matmul(trusted, rng, sizes=(1, 100), dtype=torch.float32, transposed: b
 
 def matmul_case(x: dict, bias, activation) -> str:
     a = x["a"].T if x["a_view"] else x["a"]
-    return (f"M {a.shape[0]}, N {x['b'].shape[0 if x['b_view'] else 1]}, K {a.shape[1]}, a{' transposed' * bool(x['a_view'])}, "
-            f"b{' transposed' * bool(x['b_view'])}, bias {'yes' if bias is not None else 'no'}, activation {activation}")
+    n = x["b"].shape[0 if x["b_view"] else 1]
+    stored = [f"{name} transposed" for name in ("a", "b") if x[f"{name}_view"]]
+    return (f"M {a.shape[0]}, N {n}, K {a.shape[1]}, {', '.join(stored) or 'dense operands'}, "
+            f"bias {'yes' if bias is not None else 'no'}, activation {activation}")
 
 
 def expected_matmul(trusted, x: dict, bias, activation):
