@@ -75,7 +75,7 @@ test: install sandbox-tools browser-tools
 	$(PYTEST)
 
 test-public: install
-	$(PYTEST) tests/resource_accounting tests/flash_attention
+	$(PYTEST) tests/resource_accounting tests/flash_attention tests/gpu_kernels
 
 # Every trivial strategy (return 0, 0.0, inf, None, True, False or the input; raise) graded by the real
 # grader; `make test` grades three of them.
@@ -161,7 +161,8 @@ gpu-compile: install
 	TRITON_INTERPRET=0 $(PYTHON) -m kernels.crosscompile --json build/gpu_compile.json $(GPU_COMPILE_ARGS)
 
 test-gpu-grading: install
-	LLMSYS_GPU_GRADING_TESTS=1 $(PYTEST) tests/autograder/test_gpu_compile_grading.py tests/tooling/test_crosscompile.py
+	LLMSYS_GPU_GRADING_TESTS=1 $(PYTEST) tests/autograder/test_gpu_compile_grading.py \
+	  tests/autograder/test_gpu_compile_grading_gpu_kernels.py tests/tooling/test_crosscompile.py
 
 gpu-validate: install sandbox-tools
 	$(PYTHON) scripts/gpu_validate.py --out build/gpu_validate.md

@@ -221,7 +221,7 @@ def student_loop(release: Path) -> list[Row]:
     make = ["make", "--no-print-directory", "test", f"PYTHON={sys.executable}"]
     rows = []
     for label, args in ((ASSIGNMENT, f"tests/{ASSIGNMENT}"), ("flash_attention", "tests/flash_attention"),
-                        ("both assignments", "")):
+                        ("gpu_kernels", "tests/gpu_kernels"), ("all assignments", "")):
         seconds, _ = timed(make + [f"PYTEST_ARGS={args}"], release)
         rows.append(Row(f"student make test: {label}", seconds, note="stubs, after install"))
     rows.append(first_failure(release, make))

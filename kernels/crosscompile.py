@@ -380,14 +380,49 @@ def demos_call(dtype: str):
     return call
 
 
+# gpu_kernels' entry points at the shapes they are built for: {name: [(module, function, tensor shapes,
+# keyword arguments), ...]}; every tensor in the build's dtype. The softmax twice: rows in one block
+# and rows longer than the largest block (another constexpr, another kernel).
+GPU_KERNELS_CALLS = {
+    "gelu": [("gpu_kernels.elementwise", "gelu_triton", [[4096, 4096]], {})],
+    "softmax": [("gpu_kernels.softmax", "softmax_triton", [[1024, 1000]], {}),
+                ("gpu_kernels.softmax", "softmax_triton", [[1024, 16384]], {})],
+    "matmul": [("gpu_kernels.matmul", "matmul_triton", [[4096, 4096], [4096, 4096], [4096]], {"activation": "gelu"}),
+               ("gpu_kernels.matmul", "matmul_triton", [[4096, 4096], [4096, 4096]], {})],
+}
+
+
+def run_calls(calls: list, make, dtype: str) -> None:
+    """Call each (module, function, shapes, kwargs) on fake tensors of those shapes in `dtype`."""
+    import importlib
+
+    for module, function, shapes, kwargs in calls:
+        getattr(importlib.import_module(module), function)(*(make(*s, dtype=_torch_dtype(dtype)) for s in shapes),
+                                                           **kwargs)
+
+
+def gpu_kernels_call(tree: str, dtype: str):
+    """A call that runs tree's gpu_kernels entry points (GPU_KERNELS_CALLS) as on a GPU."""
+
+    def call(make):
+        from kernels import impl
+
+        impl.activate(impl.resolve(tree, ROOT))
+        run_calls([c for calls in GPU_KERNELS_CALLS.values() for c in calls], make, dtype)
+
+    return call
+
+
 def matrix(targets, dtypes, head_dims, all_configs: bool, tree: str = "solutions") -> list[Build]:
     """Every build of the project's kernels: FlashAttention causal (at every autotune config) and not
-    causal (at the first: the same code as the causal kernels' unmasked loop), and the demos."""
+    causal (at the first: the same code as the causal kernels' unmasked loop), the demos, and
+    gpu_kernels' GeLU, softmax and matmul (GPU_KERNELS_CALLS)."""
     builds = []
     for dtype in dtypes:
         cases = [(f"{dtype} d {d} {'causal' if causal else 'full'}", flash_attention_call(tree, dtype, d, causal),
                   all_configs and causal) for d in head_dims for causal in (True, False)]
         cases.append((f"{dtype}", demos_call(dtype), all_configs))
+        cases.append((f"{dtype} gpu_kernels", gpu_kernels_call(tree, dtype), all_configs))
         for label, call, every_config in cases:
             for launch in unique_launches(gpu_launches(call)):
                 for target in targets:
@@ -502,13 +537,48 @@ def student_parts(request: dict) -> dict:
     return parts
 
 
+def student_calls(request: dict) -> dict:
+    """{"launches": [...], "builds": [...]} of the calls request["calls"] (each {"module", "function",
+    "args": tensor shapes, "kwargs"}) run as on a GPU on tensors of request["dtype"], built for
+    request["target"] at each kernel's first config (every config with all_configs); or {"error": ...}."""
+    import importlib
+
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from kernels.launches import record_launches
+
+    dtype = _torch_dtype(request["dtype"])
+    launches = []
+    for call in request["calls"]:
+        where = f"{call['module']}.{call['function']}"
+        try:
+            function = getattr(importlib.import_module(call["module"]), call["function"])
+            with FakeTensorMode(allow_non_fake_inputs=True), record_launches(dry_run=True) as record:
+                function(*(torch.empty(*shape, dtype=dtype, device="cuda") for shape in call["args"]),
+                         **call.get("kwargs", {}))
+        except Exception as exc:  # noqa: BLE001  (the student's host code failed: report it)
+            return {"error": f"{where} failed when run as on a GPU: {type(exc).__name__}: {_short(str(exc))}"}
+        launches += record.launches
+    launches = unique_launches(launches)
+    try:
+        specs = [spec for launch in launches for spec in
+                 builds_for(launch, request["target"], request["dtype"], request.get("all_configs", False))]
+    except ValueError as exc:
+        return {"error": str(exc), "launches": launches}
+    return {"launches": launches, "builds": [build(spec).to_dict() for spec in specs]}
+
+
 def answer_request(request: dict) -> dict:
     """For each part asked for (request["parts"], default both of "forward" and "backward"):
     {"launches": [...], "builds": [...]} or {"error": "..."}.
 
     The request: module and function (an autograd.Function with static forward and backward), dtype
     ("bf16", "fp16"), target ("sm_90"), lead dims, n, head_dim, is_causal, and all_configs (build every
-    autotune config, not only the first)."""
+    autotune config, not only the first). A request with "calls" (plain functions, gpu_kernels') is
+    answered by student_calls instead."""
+    if "calls" in request:
+        return student_calls(request)
     answer = {}
     wanted = request.get("parts", ("forward", "backward"))
     for part, launches in student_parts(request).items():

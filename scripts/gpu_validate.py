@@ -6,8 +6,9 @@ Steps, each a subprocess with its own time limit inside an overall budget (a ste
 is reported as skipped, never silently dropped):
  1. the GPU, torch, Triton and CUDA versions;
  2. the public and hidden flash_attention tests on the reference (float32 on the GPU, the bf16/fp16
-    and speed tests marked gpu), then the public ones on the stubs (assignments/), whose Triton
-    tests must fail, not crash;
+    and speed tests marked gpu), the same for gpu_kernels (GeLU, softmax and matmul: half precision,
+    bandwidth against torch, the matmul against cuBLAS, the fused epilogue), then the public ones of
+    both on the stubs (assignments/), whose Triton tests must fail, not crash;
  3. one submission (the reference) graded end to end by the grader: sandboxed worker with the GPU's
     device files bound, Triton's cache in its scratch folder, no network;
  4. `make bench` (kernels.bench_attention) with every row, the speed tests' ratios and the
@@ -163,13 +164,17 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + args.budget
     flash = ["tests/flash_attention", "autograder/suites/flash_attention"]
+    kernel_tests = ["tests/gpu_kernels", "autograder/suites/gpu_kernels"]
     # In order of importance: what a step cannot finish in the budget left is reported as skipped.
     steps = [
         (pytest_step("reference", flash, "solutions", work / "reference.xml", 150), work / "reference.xml"),
         (Step("bench", [sys.executable, "-m", "kernels.bench_attention", "--out", str(work / "bench.png")], 150), None),
         (Step("grade", [sys.executable, "-m", "autograder", "grade", "solutions", "--assignment", "flash_attention",
                         "--out", str(work / "grade")], 100), None),
-        (pytest_step("stubs", ["tests/flash_attention"], "assignments", work / "stubs.xml", 40), work / "stubs.xml"),
+        (pytest_step("gpu_kernels", kernel_tests, "solutions", work / "gpu_kernels.xml", 120),
+         work / "gpu_kernels.xml"),
+        (pytest_step("stubs", ["tests/flash_attention", "tests/gpu_kernels"], "assignments", work / "stubs.xml", 40),
+         work / "stubs.xml"),
         (Step("crosscompile", [sys.executable, "-m", "kernels.crosscompile", "--quick", "--json",
                                str(work / "crosscompile.json")], 30), None),
     ]

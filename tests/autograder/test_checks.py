@@ -11,10 +11,11 @@ import pytest
 
 from autograder.checks import GRADER_RULE, Rule, blocked, scan
 from autograder.suites.flash_attention.rules import RULES as FLASH_RULES
+from autograder.suites.gpu_kernels.rules import RULES as KERNELS_RULES
 from autograder.suites.resource_accounting.rules import RULES as ACCOUNTING_RULES
 
 ROOT = Path(__file__).resolve().parents[2]
-RULES = {"resource_accounting": ACCOUNTING_RULES, "flash_attention": FLASH_RULES}
+RULES = {"resource_accounting": ACCOUNTING_RULES, "flash_attention": FLASH_RULES, "gpu_kernels": KERNELS_RULES}
 
 
 def package(tmp_path: Path, name: str, files: dict[str, str]) -> Path:
@@ -36,12 +37,12 @@ def flash(tmp_path: Path, files: dict[str, str]) -> list:
     return scan(package(tmp_path, "flash_attention", files), "flash_attention", FLASH_RULES)
 
 
-@pytest.mark.parametrize("assignment", ["resource_accounting", "flash_attention"])
+@pytest.mark.parametrize("assignment", sorted(RULES))
 def test_the_reference_solutions_pass_every_rule(assignment):
     assert scan(ROOT / "solutions" / assignment, assignment, RULES[assignment]) == []
 
 
-@pytest.mark.parametrize("assignment", ["resource_accounting", "flash_attention"])
+@pytest.mark.parametrize("assignment", sorted(RULES))
 def test_the_rules_name_modules_and_tasks_of_the_contract(assignment):
     tree = ROOT / "solutions" / assignment
     for rule in RULES[assignment]:

@@ -99,8 +99,8 @@ def public_points(report: GradeReport, assignment: str = ASSIGNMENT) -> float:
 
 def test_both_assignments_were_graded_with_their_hidden_suites(graded):
     report = graded["correct"]
-    assert {t.assignment for t in report.tests} == {"resource_accounting", "flash_attention"}
-    for assignment in ("resource_accounting", "flash_attention"):
+    assert {t.assignment for t in report.tests} == {"resource_accounting", "flash_attention", "gpu_kernels"}
+    for assignment in ("resource_accounting", "flash_attention", "gpu_kernels"):
         assert any(t.assignment == assignment and t.visibility == "hidden" for t in report.tests)
 
 

@@ -22,7 +22,7 @@ from autograder.grade import GradingServer
 
 ROOT = Path(__file__).resolve().parents[2]
 STUBS = ROOT / "assignments"
-ASSIGNMENTS = ("resource_accounting", "flash_attention")
+ASSIGNMENTS = ("resource_accounting", "flash_attention", "gpu_kernels")
 SEED = 20261204
 
 STRATEGIES = {
@@ -67,7 +67,7 @@ class _Answer(ast.NodeTransformer):
 
 
 def trivial_submission(tmp_path: Path, strategy: str) -> Path:
-    """A copy of the stubs of both assignments, every stub answered by `strategy`."""
+    """A copy of the stubs of every assignment, every stub answered by `strategy`."""
     tree = tmp_path / strategy
     for name in ASSIGNMENTS:
         shutil.copytree(STUBS / name, tree / name, ignore=shutil.ignore_patterns("__pycache__", "*.md"))
@@ -89,7 +89,7 @@ def test_the_generator_answers_every_stub(tmp_path):
 
 
 def test_no_trivial_strategy_earns_a_point(tmp_path):
-    """Graded by the real grader, each trivial strategy scores 0 in both assignments."""
+    """Graded by the real grader, each trivial strategy scores 0 in every assignment."""
     server = GradingServer()
     earned = {}
     try:

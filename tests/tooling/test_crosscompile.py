@@ -19,11 +19,12 @@ from kernels.hardware import SHARED_MEMORY_PER_BLOCK
 pytestmark = pytest.mark.triton
 ROOT = Path(__file__).resolve().parents[2]
 FLASH_KERNELS = {"_flash_fwd_kernel", "_flash_bwd_preprocess_kernel", "_flash_bwd_dkdv_kernel", "_flash_bwd_dq_kernel"}
+GPU_KERNELS = {"_gelu_tanh_kernel", "_softmax_kernel", "_matmul_kernel"}
 
 
 def test_every_kernel_builds_for_an_h100_in_bf16(tmp_path):
-    """The quick matrix exits 0; every FlashAttention kernel and demo is built, fits in 227 KiB, and the
-    kernels with a dot use wgmma (Hopper's tensor-core instruction)."""
+    """The quick matrix exits 0; every FlashAttention kernel, demo and gpu_kernels kernel is built, fits in
+    227 KiB, and the kernels with a dot use wgmma (Hopper's tensor-core instruction)."""
     out = tmp_path / "builds.json"
     env = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path / "cache")}
     env.pop("TRITON_INTERPRET", None)
@@ -31,12 +32,13 @@ def test_every_kernel_builds_for_an_h100_in_bf16(tmp_path):
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     builds = json.loads(out.read_text())
-    assert {b["kernel"] for b in builds} == FLASH_KERNELS | {"_add_kernel", "_gelu_kernel"}
+    assert {b["kernel"] for b in builds} == FLASH_KERNELS | GPU_KERNELS | {"_add_kernel", "_gelu_kernel"}
     for b in builds:
         assert b["ok"] and b["target"] == "sm_90" and 0 <= b["shared_bytes"] <= 227 * 1024, b
         assert 0 < b["registers"] <= 255 and b["spill_bytes"] >= 0, b
         assert b["tensor_cores"] == ("wgmma" if b["dots"] else ""), b
-    assert {b["kernel"] for b in builds if b["dots"]} == FLASH_KERNELS - {"_flash_bwd_preprocess_kernel"}
+    assert {b["kernel"] for b in builds if b["dots"]} == FLASH_KERNELS - {"_flash_bwd_preprocess_kernel"} | {
+        "_matmul_kernel"}
     forward = [b for b in builds if b["kernel"] == "_flash_fwd_kernel"]
     assert forward and all(b["spill_bytes"] == 0 for b in forward), "the forward spills registers on an H100 at d 64"
     assert "_flash_fwd_kernel" in done.stdout and "0 with problems" in done.stdout

@@ -1,0 +1,118 @@
+"""Hidden: the Triton kernels of gelu_triton, softmax_triton and matmul_triton build for the course GPU in
+bf16 and fp16, on any machine.
+
+On a CPU the kernels run interpreted, which accepts code a GPU compiler rejects and never meets a GPU's
+limits. Here the student's functions run as on a GPU (fake CUDA tensors at the handout's build shapes:
+GeLU on 4096 x 4096, softmax rows of 1000 and of 16384 columns, the matmul at 4096³ with and without a
+bias and GeLU; launches recorded, not run) and each kernel launched is compiled for the course GPU with
+Triton's own compiler (kernels.crosscompile; no GPU needed): it must compile, fit the architecture's
+shared memory per block and, for the matmul, put its dots on the tensor cores.
+
+The course GPU is sm_90 (H100, H200) unless LLMSYS_COURSE_GPU names another target (sm_80, sm_100).
+The build report comes from the sandbox, so it is judged here against this process's own limits, and
+its points need the same kernel to be right first: each test checks a tiny float32 case (interpreted
+on a CPU) before it asks for the build.
+"""
+
+import os
+
+import pytest
+import torch
+
+from autograder.suites.gpu_kernels import scenarios
+from kernels.crosscompile import TARGETS, build_problems
+from kernels.device import default_device
+from kernels.hardware import ARCHITECTURE_GPUS, SHARED_MEMORY_PER_BLOCK
+
+pytestmark = [pytest.mark.visibility("hidden"), pytest.mark.triton]
+
+COURSE_GPU_VARIABLE = "LLMSYS_COURSE_GPU"
+DEVICE = str(default_device())
+
+
+def course_target() -> str:
+    target = os.environ.get(COURSE_GPU_VARIABLE, "sm_90")
+    if target not in TARGETS:
+        raise pytest.UsageError(f"{COURSE_GPU_VARIABLE}={target!r} is not a target; use one of {list(TARGETS)}")
+    return target
+
+
+def judge(answer, kernel: str, dtype: str, target: str, dots: bool) -> list[str]:
+    """What stops `kernel`'s Triton kernels from running on the target, from the worker's report (plain data).
+    dots: the task's kernel must have a tl.dot on the tensor cores (the matmul)."""
+    where = f"{kernel} in {dtype} on {target} ({ARCHITECTURE_GPUS[target]})"
+    if not isinstance(answer, dict):
+        return [f"{where}: the build report is not a dict"]
+    if "error" in answer:
+        return [f"{where}: {answer['error']}"]
+    launches, builds = answer.get("launches"), answer.get("builds")
+    if not isinstance(launches, list) or not isinstance(builds, list):
+        return [f"{where}: the build report has no launches or builds"]
+    if not launches:
+        return [f"{where}: launched no Triton kernel"]
+    built = {b.get("kernel") for b in builds if isinstance(b, dict)}
+    missing = sorted({launch.get("name") for launch in launches if isinstance(launch, dict)} - built)
+    found = [f"{where}: kernel {name} was launched but not built" for name in missing]
+    for b in builds:
+        if not isinstance(b, dict) or b.get("target") != target:
+            found.append(f"{where}: a build for another target was reported")
+            continue
+        found += [f"{b.get('kernel')} ({where}): {problem}"
+                  for problem in build_problems(b, SHARED_MEMORY_PER_BLOCK[target])]
+    if dots and not any(isinstance(b, dict) and b.get("dots") and b.get("tensor_cores") for b in builds):
+        found.append(f"{where}: no kernel has a tl.dot on the tensor cores (handout §4)")
+    return found
+
+
+def assert_builds(student, kernel: str, dtype: str, dots: bool = False) -> None:
+    target = course_target()
+    answer = student.run(scenarios.gpu_builds, kernel=kernel, dtype=dtype, target=target)
+    problems = judge(answer, kernel, dtype, target, dots)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.points(1)
+@pytest.mark.task("elementwise.gelu_triton")
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_gelu_kernel_builds_for_the_course_gpu(student, trusted, rng, dtype):
+    """The kernel gelu_triton launches on a GPU (4096 x 4096) compiles for the course GPU (sm_90 unless
+    configured) in bf16 and fp16 and fits its shared memory; only for a GeLU right at a tiny float32 case."""
+    x = trusted.randn(rng.randrange(2**31), rng.randint(1, 30), rng.randint(1, 30), scale=3.0)
+    got = student.run(scenarios.gelu, x=x, view=None, device=DEVICE)["out"]
+    trusted.assert_close("gelu_triton (the build is checked only for a right GeLU)", got, trusted.gelu64(x),
+                         torch.float32, trusted.fp32)
+    assert_builds(student, "gelu", dtype)
+
+
+@pytest.mark.points(1)
+@pytest.mark.task("softmax.softmax_triton")
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_softmax_kernels_build_for_the_course_gpu(student, trusted, rng, dtype):
+    """The kernels softmax_triton launches on a GPU (rows of 1000 and of 16384 columns) compile for the course
+    GPU in bf16 and fp16 and fit its shared memory; only for a softmax right at a tiny float32 case."""
+    x = trusted.randn(rng.randrange(2**31), rng.randint(1, 5), rng.randint(1, 80), scale=3.0)
+    got = student.run(scenarios.softmax, x=x, view=None, block_size=16, device=DEVICE)["out"]
+    trusted.assert_close("softmax_triton (the build is checked only for a right softmax)", got, trusted.softmax64(x),
+                         torch.float32, trusted.fp32)
+    assert_builds(student, "softmax", dtype)
+
+
+@pytest.mark.points(2)
+@pytest.mark.task("matmul.matmul_triton")
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_matmul_kernels_build_for_the_course_gpu_with_tensor_cores(student, trusted, rng, dtype):
+    """The kernels matmul_triton launches on a GPU (4096³, with a bias and GeLU and without) compile for the
+    course GPU in bf16 and fp16, fit its shared memory at the first autotune config, and put tl.dot on the
+    tensor cores; only for a matmul right at a tiny float32 case.
+
+    Hint: give tl.dot the bf16/fp16 tiles as they are on a GPU (upcast to fp32 only for fp32 inputs or under
+    the interpreter).
+    """
+    m, n, k = (rng.randint(1, 40) for _ in range(3))
+    a, b = trusted.randn(rng.randrange(2**31), m, k), trusted.randn(rng.randrange(2**31), k, n)
+    got = student.run(scenarios.matmul, a=a, b=b, bias=None, activation=None, a_view=None, b_view=None,
+                      device=DEVICE)["out"]
+    trusted.assert_close("matmul_triton (the build is checked only for a right matmul)", got, trusted.matmul64(a, b),
+                         torch.float32, trusted.fp32)
+    assert_builds(student, "matmul", dtype, dots=True)
+

@@ -1,0 +1,101 @@
+"""Scenarios of the gpu_kernels public tests: each drives the student's code and returns plain data.
+
+They run where the student's code runs (in the grader's sandboxed worker when grading), import the
+student's modules inside their bodies, and return only wire types. Tensors come and go on the CPU: a
+scenario moves its inputs to `device` ("cpu" for the Triton interpreter, "cuda" on a GPU), applies the
+strided view the test names (conftest.apply_view, the same code), and moves results back.
+"""
+
+import torch
+
+# ---- The kernels (§2 to §4) --------------------------------------------------------------------------
+
+
+def _view(x: torch.Tensor, view: str | None) -> torch.Tensor:
+    """conftest.apply_view, repeated here: the worker cannot import the tests' conftest."""
+    if view is None:
+        return x
+    return {"t": lambda: x.transpose(-1, -2), "step": lambda: x[..., ::2], "offset": lambda: x[1:]}[view]()
+
+
+def _launched(call):
+    """call()'s result on the CPU and the names of the Triton kernels it launched."""
+    from kernels.launches import record_launches
+
+    with record_launches() as launches:
+        result = call()
+    return result.detach().to("cpu"), list(launches.names)
+
+
+def gelu(x: torch.Tensor, view, device: str) -> dict:
+    """gelu_triton of `view` of x on `device`: {"y": tensor, "launches": [kernel names]}."""
+    from gpu_kernels.elementwise import gelu_triton
+
+    x = _view(x.to(device), view)
+    y, launches = _launched(lambda: gelu_triton(x))
+    return {"y": y, "launches": launches}
+
+
+def softmax(x: torch.Tensor, view, block_size, device: str) -> dict:
+    """softmax_triton of `view` of x on `device` (block_size None: the implementation's default)."""
+    from gpu_kernels.softmax import softmax_triton
+
+    x = _view(x.to(device), view)
+    y, launches = _launched(lambda: softmax_triton(x) if block_size is None else softmax_triton(x, block_size))
+    return {"y": y, "launches": launches}
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor, bias, activation, a_view, b_view, device: str) -> dict:
+    """matmul_triton(view of a, view of b, bias, activation) on `device`."""
+    from gpu_kernels.matmul import matmul_triton
+
+    a, b = _view(a.to(device), a_view), _view(b.to(device), b_view)
+    bias = None if bias is None else bias.to(device)
+    c, launches = _launched(lambda: matmul_triton(a, b, bias, activation))
+    return {"c": c, "launches": launches}
+
+
+# ---- On a GPU: milliseconds, by do_bench, in the same process as the baseline ------------------------
+
+
+def _randn(shape, dtype: torch.dtype, seed: int = 0) -> torch.Tensor:
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    return torch.randn(*shape, device="cuda", dtype=dtype, generator=gen)
+
+
+def gelu_ms(numel: int, dtype: torch.dtype) -> dict:
+    """Milliseconds of gelu_triton and of torch's F.gelu(approximate="tanh") on one bf16 vector."""
+    from kernels.bench import benchmark
+
+    from gpu_kernels.elementwise import gelu_triton
+
+    x = _randn((numel,), dtype)
+    ours = benchmark(lambda: gelu_triton(x), warmup=100, rep=500)
+    torch_ms = benchmark(lambda: torch.nn.functional.gelu(x, approximate="tanh"), warmup=100, rep=500)
+    return {"triton": ours, "torch": torch_ms}
+
+
+def matmul_ms(m: int, n: int, k: int, dtype: torch.dtype) -> dict:
+    """Milliseconds of matmul_triton(a, b) and of torch.matmul (cuBLAS) at (m, k) x (k, n)."""
+    from kernels.bench import benchmark
+
+    from gpu_kernels.matmul import matmul_triton
+
+    a, b = _randn((m, k), dtype, 1), _randn((k, n), dtype, 2)
+    ours = benchmark(lambda: matmul_triton(a, b), warmup=100, rep=500)
+    cublas = benchmark(lambda: torch.matmul(a, b), warmup=100, rep=500)
+    return {"triton": ours, "cublas": cublas}
+
+
+def epilogue_ms(m: int, n: int, k: int, dtype: torch.dtype) -> dict:
+    """Milliseconds of matmul_triton(a, b, bias, "gelu") and of the unfused sequence: matmul_triton(a, b),
+    then + bias, then GeLU (torch ops, each a pass over C through HBM)."""
+    from kernels.bench import benchmark
+
+    from gpu_kernels.matmul import matmul_triton
+
+    a, b, bias = _randn((m, k), dtype, 1), _randn((k, n), dtype, 2), _randn((n,), dtype, 3)
+    fused = benchmark(lambda: matmul_triton(a, b, bias, "gelu"), warmup=100, rep=500)
+    unfused = benchmark(lambda: torch.nn.functional.gelu(matmul_triton(a, b) + bias, approximate="tanh"),
+                        warmup=100, rep=500)
+    return {"fused": fused, "unfused": unfused}
