@@ -15,7 +15,7 @@ import torch
 
 ELEMENTWISE = {
     "add": lambda s: s + 1, "sub": lambda s: s - 1, "mul": lambda s: s * 2, "div": lambda s: s / 3,
-    "exp": torch.exp, "neg": torch.neg, "tanh": torch.tanh, "abs": torch.abs,
+    "exp": torch.exp, "neg": torch.neg, "tanh": torch.tanh, "sin": torch.sin, "sigmoid": torch.sigmoid,
 }
 
 
