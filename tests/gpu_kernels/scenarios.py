@@ -14,7 +14,7 @@ import torch
 # --- counting and measurement ------------------------------------------------------------------------
 
 ELEMENTWISE = {
-    "add": lambda s: s + 1, "sub": lambda s: s - 1, "mul": lambda s: s * 2, "div": lambda s: s / 3,
+    "add": lambda s: s + s, "sub": lambda s: s - s, "mul": lambda s: s * s, "div": lambda s: s / s,
     "exp": torch.exp, "neg": torch.neg, "tanh": torch.tanh, "sin": torch.sin, "sigmoid": torch.sigmoid,
 }
 
