@@ -38,6 +38,7 @@ def benchmark(fn: Callable[..., Any], *args: Any, warmup: int = 10, rep: int = 5
     warmup, rep = _count("warmup", warmup, 0), _count("rep", rep, 1)
     for _ in range(warmup):
         fn(*args)
+    _synchronize()  # the warm-up's queued work finishes before the first timed call
     times = []
     for _ in range(rep):
         _synchronize()
