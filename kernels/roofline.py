@@ -4,7 +4,9 @@
 
 The attainable FLOP/s come from the implementation tree's own `resource_accounting.flops.
 attainable_flops_per_sec` (handout §4): in the student release, `make roofline` draws the roofline
-with your function (and says so while it still raises NotImplementedError).
+with your function (and says so while it still raises NotImplementedError). Assignment 3's kernels
+join the plot (square markers) once the tree's `gpu_kernels/cost.py` counts them (its handout, §5);
+until then the plot leaves them out and says why.
 
 A kernel doing F FLOPs while moving B bytes between HBM and the chip has arithmetic intensity I = F / B
 (FLOP/byte). It can run no faster than the compute peak, nor than bandwidth × I FLOP/s:
@@ -78,6 +80,37 @@ def lecture_ops(n: int = 1024, bytes_per_element: float = BF16_BYTES) -> tuple[O
     )
 
 
+# Assignment 3's kernels as the plot shows them, in bf16: (label, cost function, its arguments).
+KERNEL_SHAPES = (
+    ("gelu_triton", "elementwise_cost", (2**24,), {}),
+    ("softmax_triton", "softmax_cost", (4096, 4096), {}),
+    ("matmul+bias+GeLU fused", "matmul_cost", (4096, 4096, 1024), {"bias": True, "activation": "gelu"}),
+)
+
+
+def kernel_ops() -> tuple[tuple[Op, ...], str]:
+    """Assignment 3's kernels counted by the tree's gpu_kernels.cost, and the unfused matmul + bias + GeLU
+    (the fused kernel's FLOPs, its bytes plus fusion_savings); or no op and the reason when the tree's
+    cost functions are missing or not written yet."""
+    import torch
+
+    try:
+        from gpu_kernels import cost
+
+        ops = []
+        for label, function, args, kwargs in KERNEL_SHAPES:
+            flops, moved = getattr(cost, function)(*args, torch.bfloat16, **kwargs)
+            ops.append(Op(label, flops, moved))
+        fused = ops[-1]
+        extra = cost.fusion_savings(*KERNEL_SHAPES[-1][2], torch.bfloat16)
+        ops.append(Op("unfused (3 kernels)", fused.flops, fused.bytes_moved + extra))
+    except (ImportError, AttributeError) as exc:
+        return (), f"gpu_kernels/cost.py is missing or incomplete ({exc})"
+    except NotImplementedError as exc:
+        return (), f"gpu_kernels/cost.py is not written yet ({exc})"
+    return tuple(ops), ""
+
+
 def attainable(device: GPU, intensity: float) -> float:
     """The roofline in bf16 at `intensity`, by the implementation tree's §4 function."""
     from resource_accounting.flops import attainable_flops_per_sec
@@ -132,8 +165,16 @@ def plot(out: Path, gpus: tuple[str, ...] = PLOTTED_GPUS) -> Path:
     for p in (p for p in points if p.gpu == gpu(gpus[0]).name):
         ax.annotate(f"{p.op} ({p.intensity:.3g})", (p.intensity, p.attainable_flops_per_sec),
                     textcoords="offset points", xytext=(6, -14), fontsize=9)
+    kernels, _ = kernel_ops()
+    for device, color in zip(map(gpu, gpus), ("tab:blue", "tab:orange")):
+        mine = placed_points((device.name,), kernels) if kernels else []
+        ax.scatter([p.intensity for p in mine], [p.attainable_flops_per_sec for p in mine], color=color,
+                   marker="s", zorder=3)
+    for p in placed_points((gpus[0],), kernels) if kernels else []:
+        ax.annotate(f"{p.op} ({p.intensity:.3g})", (p.intensity, p.attainable_flops_per_sec),
+                    textcoords="offset points", xytext=(-6, 6), ha="right", fontsize=8, color="dimgray")
     ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte)",
-           ylabel="attainable FLOP/s (bf16, dense)", title="Roofline: the lecture's operations in bf16")
+           ylabel="attainable FLOP/s (bf16, dense)", title="Roofline in bf16: the lecture's operations (circles), Assignment 3's kernels (squares)")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(loc="lower right")
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -149,6 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         tree = use_tree(args.impl)
         print(f"wrote {plot(args.out)}")
+        skipped = kernel_ops()[1]
+        if skipped:
+            print(f"Assignment 3's kernels are not on the plot: {skipped}; write it (its handout, §5) to see them")
     except impl.ImplError as exc:
         parser.error(str(exc))
     except NotImplementedError as exc:

@@ -100,6 +100,11 @@ def functions_students_write() -> set[str]:
     return names
 
 
+# Given code that shares a name with an answer on purpose: kernels.bench.benchmark is the course's own
+# do_bench-based timer (milliseconds, time budgets); gpu_kernels' measure.py may not use it (handout §9).
+SAME_NAME_NOT_AN_ANSWER = {"kernels/bench.py: benchmark"}
+
+
 def test_no_given_code_of_the_release_defines_an_answer(packaged):
     """The stubs are the only definitions of what students write: no kernel, test or conftest ships one."""
     student = packaged.dist / "student"
@@ -112,7 +117,7 @@ def test_no_given_code_of_the_release_defines_an_answer(packaged):
         for name in answers:
             if re.search(rf"^def {name}\(", path.read_text(), re.MULTILINE):
                 found.append(f"{path.relative_to(student)}: {name}")
-    assert found == []
+    assert set(found) <= SAME_NAME_NOT_AN_ANSWER, found
 
 
 def test_the_release_points_students_to_handouts_it_contains(packaged):

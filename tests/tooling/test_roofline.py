@@ -1,6 +1,7 @@
 """The roofline plot: the lecture's ops at their intensities, and a real PNG written by the command line."""
 
 import struct
+import sys
 from pathlib import Path
 
 import pytest
@@ -54,3 +55,35 @@ def test_the_command_line_writes_the_png_named_by_out(tmp_path, capsys):
     out = tmp_path / "build" / "roofline.png"
     assert roofline.main(["--out", str(out)]) == 0
     assert png_size(out) and str(out) in capsys.readouterr().out
+
+
+def test_assignment_3_kernels_join_the_plot_counted_by_the_trees_cost_functions():
+    """With gpu_kernels/cost.py written, the plot adds GeLU (5 FLOP/byte), the softmax (1.25) and the
+    4096x4096x1024 matmul + bias + GeLU, fused (≈ 690, compute-bound) and unfused (≈ 188, memory-bound)."""
+    ops, skipped = roofline.kernel_ops()
+    assert skipped == "" and [op.name for op in ops] == [label for label, *_ in roofline.KERNEL_SHAPES] + [
+        "unfused (3 kernels)"]
+    intensity = {op.name: op.intensity for op in ops}
+    assert intensity["gelu_triton"] == 5.0 and intensity["softmax_triton"] == 1.25
+    fused, unfused = ops[2], ops[3]
+    assert unfused.bytes_moved - fused.bytes_moved == 4 * 4096 * 4096 * 2 and fused.flops == unfused.flops
+    assert fused.intensity > gpu("H100").ridge_point() > gpu("H200").ridge_point() > unfused.intensity
+
+
+def test_the_plot_leaves_out_kernels_whose_cost_functions_are_not_written(monkeypatch, tmp_path, capsys):
+    """A stub cost.py (NotImplementedError) leaves Assignment 3's kernels out; the plot is still written and
+    the command line says why."""
+    import importlib
+    import types
+
+    def stub(*args, **kwargs):
+        raise NotImplementedError("elementwise_cost in gpu_kernels/cost.py is not implemented yet")
+
+    module = types.ModuleType("gpu_kernels.cost")
+    module.elementwise_cost = stub
+    monkeypatch.setitem(sys.modules, "gpu_kernels.cost", module)
+    monkeypatch.setattr(importlib.import_module("gpu_kernels"), "cost", module, raising=False)
+    assert roofline.kernel_ops() == ((), "gpu_kernels/cost.py is not written yet (elementwise_cost in "
+                                         "gpu_kernels/cost.py is not implemented yet)")
+    assert roofline.main(["--out", str(tmp_path / "roofline.png")]) == 0
+    assert "Assignment 3's kernels are not on the plot" in capsys.readouterr().out

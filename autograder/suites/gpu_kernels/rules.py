@@ -51,6 +51,12 @@ RULES: list[Rule] = [
         required=("triton.jit",),
         reason="each kernel module must compute with Triton kernels (@triton.jit); see the handout §1",
     ),
+    Rule(
+        name="benchmark by hand",
+        modules=("measure.benchmark",),
+        forbidden=("triton.testing.do_bench", "do_bench", "kernels.bench", "torch.utils.benchmark"),
+        reason="benchmark must warm up, synchronise and take the median itself; see the handout §9",
+    ),
 ]
 
 # Host code allocates, reshapes and launches; the arithmetic is in @triton.jit functions (handout §1).

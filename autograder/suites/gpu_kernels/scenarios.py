@@ -12,6 +12,7 @@ result rests on the static rules, autograder/triton_rules.py).
 
 import kernels  # noqa: F401  (entering a dispatch mode imports Triton: select its mode first)
 import torch
+import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
 # ---- The kernels (§2 to §4) --------------------------------------------------------------------------
@@ -135,3 +136,15 @@ def gpu_builds(kernel: str, dtype: str, target: str) -> dict:
     calls = [dict(module=module, function=function, args=args, kwargs=kwargs)
              for module, function, args, kwargs in GPU_KERNELS_CALLS[kernel]]
     return run_request(dict(calls=calls, dtype=dtype, target=target))
+
+
+# --- counting and measurement ------------------------------------------------------------------------
+
+
+def profile_linear(size: int, k: int) -> list:
+    """profile_top_ops of F.linear(x, w) without a bias, on (size, size) matrices: aten::linear wraps aten::mm."""
+    from gpu_kernels.measure import profile_top_ops
+
+    generator = torch.Generator().manual_seed(0)
+    x, w = torch.randn(size, size, generator=generator), torch.randn(size, size, generator=generator)
+    return profile_top_ops(F.linear, x, w, k=k)

@@ -1,0 +1,161 @@
+"""The gpu_kernels handout's numeric keys (§8) and worked figures (§5 to §8), recomputed.
+
+Every key `T<n>.<x> = value` in the handout's solution blocks is computed here from the reference
+cost functions (solutions/gpu_kernels/cost.py, loaded from its file so that the test does not depend
+on which implementation tree is active), the hardware table and the source figures below; the key
+must be the computed value rounded to the digits it shows. The figures of the worked examples must
+appear in the handout as computed. Each question's parts and rubric must add up to its points.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import re
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernels.hardware import gpu
+
+ROOT = Path(__file__).resolve().parents[2]
+HANDOUT = (ROOT / "solutions" / "gpu_kernels" / "README.md").read_text()
+BF16 = torch.bfloat16
+
+# CUDA C++ Programming Guide, "Technical Specifications per Compute Capability" (8.0, 9.0, 10.0): at most
+# 64 resident warps and 2048 resident threads per SM; 32 threads per warp. NVIDIA H100 architecture
+# whitepaper: up to 228 KB of shared memory per SM; 4 tensor cores per SM.
+WARPS_PER_SM, THREADS_PER_SM, WARP = 64, 2048, 32
+SHARED_PER_SM = 228 * 1024
+SHARED_BYTES_PER_CLOCK, CLOCK = 32 * 4, 1.83e9  # the handout's assumption for T3
+TENSOR_CORES_PER_SM, DENSE_BF16_FLOP_PER_CLOCK = 4, 1024
+SYSTOLIC = 128
+
+
+def reference_cost():
+    spec = importlib.util.spec_from_file_location("reference_gpu_kernels_cost",
+                                                  ROOT / "solutions" / "gpu_kernels" / "cost.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+C = reference_cost()
+
+
+def pad(size: int) -> int:
+    return -(-size // SYSTOLIC) * SYSTOLIC
+
+
+def computed_keys() -> dict[str, float]:
+    a100, h100, h200, b200 = (gpu(name) for name in ("A100", "H100", "H200", "B200"))
+    two_waves = max(cols * 128 for cols in range(1, 200) if C.waves(896, cols * 128, 128, 128, h100.num_sms) == 2)
+    m = n = k = 4096
+    return {
+        "T1.a": a100.ridge_point(), "T1.b": h100.ridge_point(), "T1.c": h200.ridge_point(), "T1.d": b200.ridge_point(),
+        "T1.e": b200.ridge_point() / a100.ridge_point(),
+        "T2.a": h100.num_sms * WARPS_PER_SM, "T2.b": h100.num_sms * THREADS_PER_SM, "T2.c": THREADS_PER_SM // (4 * WARP),
+        "T3.a": h100.num_sms * SHARED_BYTES_PER_CLOCK * CLOCK,
+        "T3.b": h100.num_sms * SHARED_BYTES_PER_CLOCK * CLOCK / h100.hbm_bandwidth_bytes_per_sec,
+        "T3.c": h100.num_sms * SHARED_PER_SM, "T3.d": h100.hbm_bytes / (h100.num_sms * SHARED_PER_SM),
+        "T4.a": 2 * 200 * pad(300) * pad(130), "T4.b": 2 * 200 * 300 * 130 / (2 * 200 * pad(300) * pad(130)),
+        "T4.c": pad(1000),
+        "T5.a": C.tiles(896, 2432, 128, 128), "T5.b": C.waves(896, 2432, 128, 128, h100.num_sms),
+        "T5.c": C.tile_efficiency(896, 2432, 128, 128, h100.num_sms), "T5.d": C.waves(896, 2432, 128, 128, b200.num_sms),
+        "T5.e": two_waves, "T5.f": two_waves / 2432,
+        "T6.a": 10 + 30, "T6.b": (8 * 10 + 24 * 30) / (WARP * (10 + 30)),
+        "T7.a": 2 * m * n * k * 2 + m * n * 2,
+        "T7.b": C.tiles(m, n, 128, 128) * (128 * k + k * 128) * 2 + m * n * 2,
+    }
+
+
+def handout_keys() -> dict[str, str]:
+    blocks = re.findall(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", HANDOUT, re.S)
+    return dict(re.findall(r"^(T\d+\.[a-z]) = (\S+)$", "".join(blocks), re.M))
+
+
+def test_every_key_is_its_computation_rounded_to_the_digits_shown():
+    """Each key equals the computed value: exactly for the parts graded exactly, else rounded to the digits it
+    shows (within half a unit of its last digit)."""
+    written, expected = handout_keys(), computed_keys()
+    tolerance = dict(re.findall(r"^- \*\*(T\d+\.[a-z])\*\* \*\([\d.]+ points?, (exact|±[\d.]+%?)\)\*", HANDOUT, re.M))
+    assert sorted(written) == sorted(expected) == sorted(tolerance)
+    for part, text in written.items():
+        value = Decimal(text.replace(",", "").replace("_", ""))
+        if tolerance[part] == "exact":
+            assert value == int(expected[part]), f"{part} = {text}, computed {expected[part]}"
+        else:
+            unit = Decimal(10) ** value.as_tuple().exponent
+            assert abs(float(value) - expected[part]) <= float(unit) / 2 * (1 + 1e-9), \
+                f"{part} = {text} is not {expected[part]!r} rounded to the digits shown"
+
+
+def test_the_clock_assumed_in_t3_reproduces_the_h100_peak():
+    """1.83 GHz × 132 SMs × 4 tensor cores × 1024 FLOP per clock is the datasheet's 989.4e12 (within 0.1%)."""
+    h100 = gpu("H100")
+    peak = CLOCK * h100.num_sms * TENSOR_CORES_PER_SM * DENSE_BF16_FLOP_PER_CLOCK
+    assert peak == pytest.approx(h100.bf16_flops_per_sec, rel=1e-3)
+
+
+def questions() -> dict[str, str]:
+    section = HANDOUT.split("## §8", 1)[1].split("\n## ", 1)[0]
+    parts = re.split(r"^(?=\*\*T\d+\.\*\* )", section, flags=re.M)[1:]
+    return {re.match(r"\*\*(T\d+)\.", part).group(1): part for part in parts}
+
+
+def test_each_questions_parts_and_rubric_add_up_to_its_points():
+    """The header's points are the numeric parts' plus the rubric's; the rubric's criteria add up to it;
+    each numeric part has a tolerance of the fixed format."""
+    found = questions()
+    assert list(found) == [f"T{i}" for i in range(1, 9)]
+    for name, text in found.items():
+        total = float(re.match(r"\*\*T\d+\.\*\* \*\((\d+(?:\.\d+)?) points?\)\*", text).group(1))
+        parts = re.findall(rf"^- \*\*{name}\.[a-z]\*\* \*\((\d+(?:\.\d+)?) points?, (exact|±\d+(?:\.\d+)?%?)\)\*: ",
+                           text, re.M)
+        rubric = re.search(r"^\*Rubric \((\d+(?:\.\d+)?) points?\):\*$", text, re.M)
+        criteria = re.findall(r"^- \*\((\d+(?:\.\d+)?)\)\* ", text, re.M)
+        by_hand = float(rubric.group(1)) if rubric else 0.0
+        assert math.isclose(sum(float(p) for p, _ in parts) + by_hand, total), name
+        assert math.isclose(sum(map(float, criteria)), by_hand), name
+        assert len(parts) == len(re.findall(rf"^{name}\.[a-z] = ", text, re.M)), f"{name}: a part without a key"
+
+
+def commas(value: float) -> str:
+    return f"{int(value):,}"
+
+
+def handout_figures() -> list[str]:
+    """The worked examples' figures, formatted as the handout writes them."""
+    h100, h200, b200 = gpu("H100"), gpu("H200"), gpu("B200")
+    gelu, soft1, soft2 = C.elementwise_cost(2**24, BF16), C.softmax_cost(4096, 4096, BF16), \
+        C.softmax_cost(4096, 4096, BF16, passes=2)
+    small, fused = C.matmul_cost(1024, 1024, 1024, BF16), C.matmul_cost(4096, 4096, 1024, BF16, bias=True,
+                                                                          activation="gelu")
+    savings = C.fusion_savings(4096, 4096, 1024, BF16)
+    time = lambda cost: max(cost[0] / h100.bf16_flops_per_sec, cost[1] / h100.hbm_bandwidth_bytes_per_sec) * 1e6
+    rate = lambda n: n / C.waves(896, n, 128, 128, h100.num_sms) / 2304
+    m = n = k = 4096
+    return [
+        *(commas(v) for v in (*gelu, *soft1, soft2[1], *small, *fused, savings)),
+        f"| {gelu[0] / gelu[1]:g} |", f"| {soft1[0] / soft1[1]:g} |", f"| {soft2[0] / soft2[1]:.2f} |",
+        f"| {small[0] / small[1]:.1f} |", f"| {fused[0] / fused[1]:.1f} |",
+        f"{time(gelu):.1f} µs", f"{time(soft2):.1f} µs", f"{time(small):.1f} µs", f"{time(fused):.1f} µs",
+        f"{2 * 4096 * 4096 * 1024 / h100.bf16_flops_per_sec * 1e6:.1f} µs of FLOPs",
+        f"≈ {fused[0] / (fused[1] + savings):.0f},", f"fused, {fused[0] / fused[1]:.0f}, above both",
+        f"{h100.ridge_point():.0f} FLOP/byte", f"≈ {h200.ridge_point():.0f})",
+        f"126 / 132 = {C.tile_efficiency(896, 2304, 128, 128, 132):.3f}",
+        f"133 / 264 = {C.tile_efficiency(896, 2432, 128, 128, 132):.3f}",
+        f"259 / 264 = {C.tile_efficiency(896, 4736, 128, 128, 132):.3f}",
+        f"| {rate(2432):.2f} |", f"| {rate(4736):.2f} |", f"{4736 / 2432:.2f} times the FLOPs",
+        f"one wave ({C.tile_efficiency(896, 2432, 128, 128, b200.num_sms):.3f})",
+        commas(132 * SHARED_PER_SM), commas(2 * 200 * 300 * 130), commas(2 * m * n * k * 2),
+        commas(C.tiles(m, n, 128, 128) * 2 * 128 * k * 2), commas(C.matmul_cost(m, n, k, BF16)[1]),
+        f"{(2 * m * n * k * 2 + m * n * 2) / (C.tiles(m, n, 128, 128) * 2 * 128 * k * 2 + m * n * 2):.0f} times less",
+    ]
+
+
+@pytest.mark.parametrize("figure", handout_figures())
+def test_the_handouts_worked_figures_are_computed(figure):
+    assert figure in HANDOUT, f"the handout should say {figure!r}"
