@@ -111,7 +111,7 @@ grade: install sandbox-tools
 ifeq ($(SUBMISSION),)
 	$(PYTHON) -m autograder.cohort $(COHORT)
 	$(PYTHON) -m autograder batch $(COHORT) --out $(GRADES) --workers $(WORKERS) --timeout $(SAMPLE_TIMEOUT); \
-	  status=$$?; test -f $(GRADES)/report/index.html && echo "cohort report: $(abspath $(GRADES))/report/index.html"; \
+	  status=$$?; $(PYTHON) -m autograder similarity $(COHORT) --out $(GRADES) || status=1; test -f $(GRADES)/report/index.html && echo "cohort report: $(abspath $(GRADES))/report/index.html"; \
 	  exit $$status
 else
 	$(PYTHON) -m autograder grade $(SUBMISSION) --out $(GRADES)/$(notdir $(basename $(patsubst %/,%,$(SUBMISSION))))

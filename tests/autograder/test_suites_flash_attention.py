@@ -83,7 +83,7 @@ def test_an_alternative_earns_full_marks_from_the_grader(tmp_path):
     tree = build_tree(tmp_path, alternative("normalised_output"))
     report = grade(tree, assignment="flash_attention")
     assert report.tests, f"the grader produced no results: {report.log}"
-    lost = [(t.name, t.status, t.message[:300]) for t in report.tests if t.status not in ("passed", "not_graded")]
+    lost = [(t.name, t.status, t.message[:300]) for t in report.tests if t.status not in ("passed", "not_graded", "manual")]
     assert lost == []
     hidden = [t for t in report.tests if t.visibility != "visible"]
     assert hidden and all(t.name.startswith(SUITE) for t in hidden)

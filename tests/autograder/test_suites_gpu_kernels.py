@@ -3,7 +3,7 @@ none, each plausible mistake loses the points of the property it breaks, and che
 
 An implementation tree is built in tmp_path: solutions/gpu_kernels copied, then either an alternative's
 modules on top (tests/autograder/alternatives/gpu_kernels/<name>/), one small edit of a solution module,
-or a cheat's modules (tests/autograder/cheats/gpu_kernels/<name>/). The public tests and the hidden suite
+or a cheat (the reference with a few lines added, CHEATS below). The public tests and the hidden suite
 run against it in a subprocess (`pytest ... --impl TREE`), with a fixed seed so that each run draws the
 same cases; GPU tests and the compile checks are deselected here (the compile checks have their own
 tests below). The cheats are judged as the grader judges them: by the static rules, and once end to end.
@@ -29,7 +29,6 @@ ROOT = Path(__file__).resolve().parents[2]
 SOLUTION = ROOT / "solutions" / "gpu_kernels"
 STUBS = ROOT / "assignments" / "gpu_kernels"
 ALTERNATIVES = Path(__file__).with_name("alternatives") / "gpu_kernels"
-CHEATS = Path(__file__).with_name("cheats") / "gpu_kernels"
 SUITE = "autograder/suites/gpu_kernels"
 KERNEL_TESTS = [f"{SUITE}/test_hidden_kernels.py", f"{SUITE}/test_hidden_kernels_contract.py"]
 PUBLIC = ["tests/gpu_kernels/test_elementwise.py", "tests/gpu_kernels/test_softmax.py",
@@ -163,6 +162,38 @@ def test_a_wrong_implementation_loses_the_points_of_what_it_breaks(tmp_path, nam
 
 # ---- Cheats: right answers from torch behind a launched kernel -----------------------------------------
 
+# Submissions that get right answers from torch instead of their Triton kernels: each is the reference
+# module with a few lines added. Its kernel still launches, so the worker's own evidence alone would pass
+# it; it must lose every point of its task. cheat: (module, the line added before the function's final
+# return, lines added after `import torch`)
+CHEATS = {
+    # host code overwrites the kernel's output with torch.addmm / torch.mm
+    "torch_fallback": ("matmul.py", "c.copy_(torch.addmm(bias, a, b) if bias is not None else torch.mm(a, b))", ""),
+    # F.gelu imported as `nnf`, assigned to a module name and called through it
+    "gelu_alias": ("elementwise.py", 'y.copy_(_act(x, approximate="tanh"))',
+                   "from torch.nn import functional as nnf\n\n_act = nnf.gelu\n"),
+    # a name built at run time
+    "getattr_matmul": ("matmul.py", 'c.copy_(getattr(torch, "mat" + "mul")(a, b))', ""),
+    # torch imported through __import__ and its softmax called
+    "import_trick": ("softmax.py", 'y.copy_(__import__("tor" + "ch").softmax(x, dim=-1))', ""),
+    # Tensor.softmax in host code
+    "tensor_methods": ("softmax.py", "y.copy_(x.softmax(-1))", ""),
+    # the @ operator in host code
+    "matmul_operator": ("matmul.py", "c.copy_(a @ b)", ""),
+}
+
+
+def cheat(name: str) -> dict[str, str]:
+    """The cheat's module: the reference's, with its lines added (file name -> source)."""
+    module, line, header = CHEATS[name]
+    source = (SOLUTION / module).read_text()
+    at = source.rindex("\n    return ")
+    source = source[:at] + "\n    " + line + source[at:]
+    if header:
+        source = source.replace("import torch\n", "import torch\n" + header, 1)
+    return {module: source}
+
+
 # cheat: (the task it targets, a word of its first finding's message)
 CHEAT_FINDINGS = {
     "torch_fallback": ("matmul.matmul_triton", "torch.addmm"),
@@ -179,7 +210,7 @@ def test_a_cheat_is_found_by_the_static_rules_and_loses_its_task(tmp_path, name)
     """Each cheat breaks a static rule that blocks its task (and so every test of it), with a message naming
     the call; its kernel still launches, so the worker's own evidence would not catch it."""
     task, word = CHEAT_FINDINGS[name]
-    found = findings(build_tree(tmp_path, folder(CHEATS / name)))
+    found = findings(build_tree(tmp_path, cheat(name)))
     assert found and word in found[0].message, [v.message for v in found]
     assert blocked(found, task), f"{name}: nothing blocks {task}"
 
@@ -187,8 +218,8 @@ def test_a_cheat_is_found_by_the_static_rules_and_loses_its_task(tmp_path, name)
 def test_the_grader_gives_the_cheats_no_kernel_point(tmp_path):
     """Graded for real (sandboxed worker, static rules), a submission with a cheat in each kernel module earns
     no point of any kernel test, though its answers are right; each failed test names the rule it broke."""
-    modules = {name: text for cheat in ("gelu_alias", "tensor_methods", "torch_fallback")
-               for name, text in folder(CHEATS / cheat).items()}
+    modules = {name: text for cheat_name in ("gelu_alias", "tensor_methods", "torch_fallback")
+               for name, text in cheat(cheat_name).items()}
     report = grade(build_tree(tmp_path, modules), assignment="gpu_kernels", select="not build")
     kernel_tests = [t for t in report.tests if t.task in TASKS and t.status != "not_graded"]
     assert len(kernel_tests) >= 40, f"the kernel tests did not run: {report.log}"

@@ -221,7 +221,7 @@ def test_the_reference_earns_every_point_from_the_real_grader(runs):
     report = runs["reference"]
     mine = [t for t in report.tests if t.task.startswith(("cost.", "measure."))]
     assert len(mine) > 50, f"the grader ran {len(mine)} of these tests: {report.log}"
-    lost = [(t.name, t.status, t.message[:300]) for t in mine if t.status not in ("passed", "not_graded")]
+    lost = [(t.name, t.status, t.message[:300]) for t in mine if t.status not in ("passed", "not_graded", "manual")]
     assert lost == []
     not_graded = {t.name.rpartition("::")[2] for t in mine if t.status == "not_graded"}
     assert not_graded == (set() if torch.cuda.is_available() else {

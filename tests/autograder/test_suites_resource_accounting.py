@@ -86,7 +86,7 @@ def test_the_alternatives_together_earn_full_marks_from_the_grader(tmp_path):
     tree = build_tree(tmp_path, {**first, **second})
     report = grade(tree, assignment="resource_accounting")
     assert report.tests, f"the grader produced no results: {report.log}"
-    lost = [(t.name, t.status, t.message[:300]) for t in report.tests if t.status not in ("passed", "not_graded")]
+    lost = [(t.name, t.status, t.message[:300]) for t in report.tests if t.status not in ("passed", "not_graded", "manual")]
     assert lost == []
     hidden = [t for t in report.tests if t.visibility != "visible"]
     assert len(hidden) > 70 and all(t.name.startswith(SUITE) for t in hidden)
