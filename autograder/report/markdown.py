@@ -160,10 +160,10 @@ def feedback_markdown(report: GradeReport) -> str:
     waiting = [t for t in report.tests if t.status == "not_graded"]
     graded_max = sum(t.max_points for t in report.tests if t.status != "not_graded")
     manual = sum(t.max_points for t in report.tests if t.status == "manual")
-    score = f"Score: **{points(report.score)} / {points(graded_max)}** points"
-    score += f", {points(manual)} by hand still to grade" if manual else ""
+    score = f"Score: **{points(report.score)} / {points(graded_max)}** points" + (" graded here" if waiting else "")
+    score += f" ({points(manual)} of them by hand, still to grade)" if manual else ""
     lines = [f"# Feedback: {code(report.submission)}", "",
-             score + (" graded here. " + _gpu_sentence(waiting) if waiting else ""), ""]
+             score + (". " + _gpu_sentence(waiting) if waiting else ""), ""]
     lines += _table(report) if report.tests else []
     shown = [t for t in report.tests if t.visibility != "hidden"]
     fix = by_function([t for t in shown if t.status in TO_FIX])

@@ -78,7 +78,7 @@ def test_the_batch_totals_count_the_numeric_parts_and_leave_the_prose_to_grade(o
     numeric = sum(p.points for q in handout_questions(ASSIGNMENT) for p in q.parts)
     assert rows(out) == {"alice": (1 + numeric, 11), "bob": (1 + 3, 11), "carol": (1 + numeric - 1, 11)}
     feedback = (out / "alice" / "feedback.md").read_text()
-    assert "5 by hand still to grade" in feedback and "To be graded by hand: 3 answers" in feedback
+    assert "(5 of them by hand, still to grade)" in feedback and "To be graded by hand: 3 answers" in feedback
 
 
 def test_export_writes_a_sheet_per_question_with_answers_escaped_beside_the_rubric(out):

@@ -45,7 +45,7 @@ def test_hand_graded_points_count_and_survive_json():
 def test_the_summary_and_feedback_say_what_is_still_to_grade_by_hand():
     assert "1 by hand still to grade" in summary_lines(report())[0]
     text = feedback_markdown(report())
-    assert "Score: **4.5 / 6.5** points, 1 by hand still to grade" in text
+    assert "Score: **4.5 / 6.5** points (1 of them by hand, still to grade)" in text
     assert "## Graded by hand: 1 answer" in text and "## To be graded by hand: 1 answer" in text
     assert "expected within ±1% of the key; got 70" in text  # a wrong number is a failure to fix
 
