@@ -145,6 +145,32 @@ class BuildResult:
         return {**asdict(self), "fits": self.fits, "problems": self.problems()}
 
 
+def report_problems(answer, where: str, target: str, shared_limit: int, tensor_cores: str | None = None) -> list[str]:
+    """What stops the kernels in a worker's build report (plain data: {"launches", "builds"} or {"error"})
+    from running on `target`, each problem prefixed by `where`. tensor_cores: the message to add when no
+    build has a tl.dot on the tensor cores (None: no dot is required)."""
+    if not isinstance(answer, dict):
+        return [f"{where}: the build report is not a dict"]
+    if "error" in answer:
+        return [f"{where}: {answer['error']}"]
+    launches, builds = answer.get("launches"), answer.get("builds")
+    if not isinstance(launches, list) or not isinstance(builds, list):
+        return [f"{where}: the build report has no launches or builds"]
+    if not launches:
+        return [f"{where}: launched no Triton kernel"]
+    built = {b.get("kernel") for b in builds if isinstance(b, dict)}
+    missing = sorted({launch.get("name") for launch in launches if isinstance(launch, dict)} - built)
+    found = [f"{where}: kernel {name} was launched but not built" for name in missing]
+    for b in builds:
+        if not isinstance(b, dict) or b.get("target") != target:
+            found.append(f"{where}: a build for another target was reported")
+            continue
+        found += [f"{b.get('kernel')} ({where}): {problem}" for problem in build_problems(b, shared_limit)]
+    if tensor_cores and not any(isinstance(b, dict) and b.get("dots") and b.get("tensor_cores") for b in builds):
+        found.append(f"{where}: {tensor_cores}")
+    return found
+
+
 def build_problems(result: dict, shared_limit: int) -> list[str]:
     """What is wrong with one build (a BuildResult as plain data) for a GPU whose blocks may use
     `shared_limit` bytes of shared memory; empty when nothing is. A pure function of the data, so that

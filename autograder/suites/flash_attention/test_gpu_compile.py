@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from autograder.suites.flash_attention import scenarios
-from kernels.crosscompile import TARGETS, build_problems
+from kernels.crosscompile import TARGETS, report_problems
 from kernels.device import default_device
 from kernels.hardware import ARCHITECTURE_GPUS, SHARED_MEMORY_PER_BLOCK
 
@@ -42,25 +42,7 @@ def course_target() -> str:
 def judge(answer, part: str, dtype: str, target: str) -> list[str]:
     """What stops `part`'s kernels from running on the target, from the worker's report (plain data)."""
     where = f"FlashAttentionTriton's {part} in {dtype} on {target} ({ARCHITECTURE_GPUS[target]})"
-    if not isinstance(answer, dict):
-        return [f"{where}: the build report is not a dict"]
-    if "error" in answer:
-        return [f"{where}: {answer['error']}"]
-    launches, builds = answer.get("launches"), answer.get("builds")
-    if not isinstance(launches, list) or not isinstance(builds, list):
-        return [f"{where}: the build report has no launches or builds"]
-    if not launches:
-        return [f"{where}: launched no Triton kernel"]
-    built = {b.get("kernel") for b in builds if isinstance(b, dict)}
-    missing = sorted({launch.get("name") for launch in launches if isinstance(launch, dict)} - built)
-    found = [f"{where}: kernel {name} was launched but not built" for name in missing]
-    for b in builds:
-        if not isinstance(b, dict) or b.get("target") != target:
-            found.append(f"{where}: a build for another target was reported")
-            continue
-        found += [f"{b.get('kernel')} ({where}): {problem}"
-                  for problem in build_problems(b, SHARED_MEMORY_PER_BLOCK[target])]
-    return found
+    return report_problems(answer, where, target, SHARED_MEMORY_PER_BLOCK[target])
 
 
 def assert_builds(student, part: str, dtype: str) -> None:

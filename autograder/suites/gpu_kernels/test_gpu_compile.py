@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from autograder.suites.gpu_kernels import scenarios
-from kernels.crosscompile import TARGETS, build_problems
+from kernels.crosscompile import TARGETS, report_problems
 from kernels.device import default_device
 from kernels.hardware import ARCHITECTURE_GPUS, SHARED_MEMORY_PER_BLOCK
 
@@ -41,27 +41,8 @@ def judge(answer, kernel: str, dtype: str, target: str, dots: bool) -> list[str]
     """What stops `kernel`'s Triton kernels from running on the target, from the worker's report (plain data).
     dots: the task's kernel must have a tl.dot on the tensor cores (the matmul)."""
     where = f"{kernel} in {dtype} on {target} ({ARCHITECTURE_GPUS[target]})"
-    if not isinstance(answer, dict):
-        return [f"{where}: the build report is not a dict"]
-    if "error" in answer:
-        return [f"{where}: {answer['error']}"]
-    launches, builds = answer.get("launches"), answer.get("builds")
-    if not isinstance(launches, list) or not isinstance(builds, list):
-        return [f"{where}: the build report has no launches or builds"]
-    if not launches:
-        return [f"{where}: launched no Triton kernel"]
-    built = {b.get("kernel") for b in builds if isinstance(b, dict)}
-    missing = sorted({launch.get("name") for launch in launches if isinstance(launch, dict)} - built)
-    found = [f"{where}: kernel {name} was launched but not built" for name in missing]
-    for b in builds:
-        if not isinstance(b, dict) or b.get("target") != target:
-            found.append(f"{where}: a build for another target was reported")
-            continue
-        found += [f"{b.get('kernel')} ({where}): {problem}"
-                  for problem in build_problems(b, SHARED_MEMORY_PER_BLOCK[target])]
-    if dots and not any(isinstance(b, dict) and b.get("dots") and b.get("tensor_cores") for b in builds):
-        found.append(f"{where}: no kernel has a tl.dot on the tensor cores (handout §4)")
-    return found
+    return report_problems(answer, where, target, SHARED_MEMORY_PER_BLOCK[target],
+                           "no kernel has a tl.dot on the tensor cores (handout §4)" if dots else None)
 
 
 def assert_builds(student, kernel: str, dtype: str, dots: bool = False) -> None:
