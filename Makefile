@@ -81,7 +81,7 @@ test-public: install
 # grader; `make test` grades three of them.
 .PHONY: test-trivial
 test-trivial: install sandbox-tools
-	LLMSYS_TRIVIAL=all $(PYTEST) tests/autograder/test_trivial_submissions.py
+	LLMSYS_TRIVIAL=all $(PYTEST) tests/autograder/suites/test_trivial_submissions.py
 
 assignments: install
 	$(PYTHON) -m autograder.authoring.stubs solutions assignments
@@ -161,8 +161,8 @@ gpu-compile: install
 	TRITON_INTERPRET=0 $(PYTHON) -m kernels.crosscompile --json build/gpu_compile.json $(GPU_COMPILE_ARGS)
 
 test-gpu-grading: install
-	LLMSYS_GPU_GRADING_TESTS=1 $(PYTEST) tests/autograder/test_gpu_compile_grading.py \
-	  tests/autograder/test_gpu_compile_grading_gpu_kernels.py tests/tooling/test_crosscompile.py
+	LLMSYS_GPU_GRADING_TESTS=1 $(PYTEST) tests/autograder/suites/test_gpu_compile_grading.py \
+	  tests/autograder/suites/test_gpu_compile_grading_gpu_kernels.py tests/tooling/test_crosscompile.py
 
 gpu-validate: install sandbox-tools
 	$(PYTHON) scripts/gpu_validate.py --out build/gpu_validate.md

@@ -3,7 +3,7 @@
     python -m autograder.bench [--size 20] [--out build/bench_grader.md] [--no-nbgrader] [--no-slurm]
 
 All in one run, on one cohort of `--size` resource_accounting submissions built from the reference
-and its typical mistakes (autograder.cohort), so that every figure is measured under the same load:
+and its typical mistakes (autograder.cohort.sample), so that every figure is measured under the same load:
 
 1. the trusted grader's `batch` (public and hidden tests, sandboxed worker per submission) with one
    worker, then with two, each into a fresh gradebook, each way: `--overlap always` (a worker boots
@@ -15,7 +15,7 @@ and its typical mistakes (autograder.cohort), so that every figure is measured u
    the nbgrader course (`make nbgrader`): each notebook is the released one with its module cells
    holding that submission's files, so both graders run the same code through the same tests;
 3. the same cohort through `batch --executor slurm` on a single-node Slurm that the bench starts and
-   stops (autograder/cluster/slurm-up.sh; root and apt-get, else the table says why it is missing),
+   stops (autograder/cohort/cluster/slurm-up.sh; root and apt-get, else the table says why it is missing),
    with an array of as many tasks that do nothing for the overhead per task; from these and the
    seconds to grade flash_attention on one GPU (measured where CUDA is available, else
    `--gpu-seconds`), a projection of the wall time for 600 submissions on 1, 8 and 32 GPU nodes,
@@ -44,9 +44,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from autograder import cohort
-from autograder.grade import cores, overlaps
-from autograder.results import GradeReport
+from autograder.cohort import sample as cohort
+from autograder.grading.client import cores, overlaps
+from autograder.grading.results import GradeReport
 
 ASSIGNMENT = "resource_accounting"
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,8 +103,8 @@ def trusted_batch(cohort_dir: Path, out: Path, workers: int, overlap: str) -> Ro
 
 EMPTY_ARRAY = """
 import sys, submitit
-from autograder.course import ClusterOptions
-from autograder.executors import sbatch_parameters
+from autograder.cohort.course import ClusterOptions
+from autograder.cohort.executors import sbatch_parameters
 executor = submitit.SlurmExecutor(folder=sys.argv[1] + "/%j")
 executor.update_parameters(**sbatch_parameters(ClusterOptions(executor="slurm", partition="cpu")))
 jobs = executor.map_array(abs, range(int(sys.argv[2])))
@@ -114,7 +114,7 @@ assert [job.result() for job in jobs] == list(range(int(sys.argv[2])))
 
 def slurm_path(cohort_dir: Path, work: Path, per_task: int) -> tuple[list[Row], dict[str, float]]:
     """The same cohort through `batch --executor slurm` on a single-node Slurm started here
-    (autograder/cluster/slurm-up.sh), and an array of as many tasks that do nothing (the overhead).
+    (autograder/cohort/cluster/slurm-up.sh), and an array of as many tasks that do nothing (the overhead).
 
     Returns the rows and the figures the projection needs: seconds to grade one submission inside a
     task (the reports' execution_time, warm server) and seconds per task of the empty array."""
@@ -156,7 +156,7 @@ def gpu_seconds(assumed: float) -> tuple[float, str]:
                          "measures it, or pass BENCH_GRADER_ARGS=--gpu-seconds S)")
     with tempfile.TemporaryDirectory(prefix="llmsys-gpu-") as tmp:
         (reference,) = cohort.build(Path(tmp), ["flash_attention"], [cohort.Member("correct", "solutions")])
-        from autograder.grade import grade
+        from autograder.grading.client import grade
 
         report = grade(reference, assignment="flash_attention")
     return report.execution_time, (f"{report.execution_time:.1f} s per submission, measured on the reference "

@@ -25,8 +25,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from autograder.course import COURSE_FILE, EXECUTORS, ClusterOptions, CourseError, load_cluster, load_late
-from autograder.grade import OVERLAP_CHOICES
+from autograder.cohort.course import COURSE_FILE, EXECUTORS, ClusterOptions, CourseError, load_cluster, load_late
+from autograder.grading.client import OVERLAP_CHOICES
 from autograder.report.terminal import gradebook_table, print_report
 
 DEFAULT_TIMEOUT = 60.0
@@ -153,8 +153,8 @@ def grade_command(args: argparse.Namespace) -> int:
     require_isolation(args)
     if not args.submission.exists():
         args.parser.error(f"{args.submission} does not exist: give a submission folder or .zip")
-    from autograder.grade import grade
-    from autograder.submission import submission_name
+    from autograder.grading.client import grade
+    from autograder.grading.intake import submission_name
 
     out = args.out or Path("out") / submission_name(args.submission.resolve())
     policy = late_policy(args, required=False) if args.submission_metadata else None
@@ -163,7 +163,7 @@ def grade_command(args: argparse.Namespace) -> int:
     console = Console()
     print_report(report, console)
     if policy is not None and report.tests:
-        from autograder.late import apply_to_submission
+        from autograder.cohort.late import apply_to_submission
 
         for line in apply_to_submission(report, out, policy, args.submission_metadata):
             console.print(Text(f"late policy: {line}", style="yellow"))
@@ -186,7 +186,7 @@ def cluster_options(args: argparse.Namespace) -> ClusterOptions:
 
 def late_policy(args: argparse.Namespace, required: bool = True):
     """The course file's late policy (a usage error where it is wrong, or absent and `required`)."""
-    from autograder.submission import ASSIGNMENTS
+    from autograder.grading.intake import ASSIGNMENTS
 
     course = args.course or (Path(COURSE_FILE) if Path(COURSE_FILE).is_file() else None)
     known = sorted(p.parent.name for p in ASSIGNMENTS.glob("*/__init__.py"))
@@ -204,7 +204,7 @@ def late_setup(args: argparse.Namespace):
     """(late policy, submission times) for batch, or None without --times."""
     if args.times is None:
         return None
-    from autograder.late import LateError, read_times
+    from autograder.cohort.late import LateError, read_times
 
     policy = late_policy(args)
     try:
@@ -215,8 +215,8 @@ def late_setup(args: argparse.Namespace):
 
 def batch_command(args: argparse.Namespace) -> int:
     require_isolation(args)
-    from autograder.batch import BatchError, run_batch
-    from autograder.executors import SlurmExecutor
+    from autograder.cohort.batch import BatchError, run_batch
+    from autograder.cohort.executors import SlurmExecutor
 
     late = late_setup(args)
     options = cluster_options(args)
@@ -230,7 +230,7 @@ def batch_command(args: argparse.Namespace) -> int:
         args.parser.error(str(exc))
     console.print(gradebook_table(rows))
     if late is not None:
-        from autograder.late import table
+        from autograder.cohort.late import table
         from autograder.report.gradebook import Gradebook
 
         with Gradebook(args.out / "gradebook.sqlite") as book:
@@ -270,7 +270,7 @@ def nbgrader_command(args: argparse.Namespace) -> int:
 
 def manual_command(args: argparse.Namespace) -> int:
     from autograder.report.gradebook import Gradebook
-    from autograder.written_manual import ManualError, export, import_sheet
+    from autograder.written.manual import ManualError, export, import_sheet
 
     console = Console()
     try:
@@ -291,7 +291,7 @@ def manual_command(args: argparse.Namespace) -> int:
 
 def similarity_command(args: argparse.Namespace) -> int:
     from autograder.report.text import clean
-    from autograder.similarity import MIN_TOKENS, THRESHOLD, SimilarityError, compare, write
+    from autograder.cohort.similarity import MIN_TOKENS, THRESHOLD, SimilarityError, compare, write
 
     try:
         result = compare(args.directory, public=args.public, threshold=args.threshold or THRESHOLD,

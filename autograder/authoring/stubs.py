@@ -8,7 +8,7 @@ marker, with a message naming the function, its file and the handout section giv
 docstring line `Handout: §N Title`. Markdown files (handouts): a solution region becomes "*Your answer
 here.*". Hidden-test regions are dropped everywhere. Every other file is copied byte for byte. A package
 whose handout (README.md) has written questions also gets its students' answers file, answers.md
-(autograder.written's template: a section per question, a line per numeric part), and the solution's
+(autograder.written.answers's template: a section per question, a line per numeric part), and the solution's
 answers.md, the same filled with the keys and model answers, is written beside the handout.
 """
 
@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from autograder import written as wq
+from autograder.written import answers as wq
 from autograder.authoring.markers import MarkerError, Region, replace_regions
 
 IGNORED = ("__pycache__", ".pytest_cache", ".ipynb_checkpoints")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from autograder.results import GradeReport, TestResult
+from autograder.grading.results import GradeReport, TestResult
 
 UNCOUNTED = ("not_graded", "skipped")
 

@@ -8,9 +8,9 @@ Tests never import a student's package. They ask the `student` fixture:
 
 A *call* sends plain arguments to one function and gets plain data back. A *scenario* is a function
 in a `scenarios` module that drives student code (classes, autograd, context managers) on seeded
-inputs and returns plain data. Both cross `autograder.wire` in both directions, so a test sees the
+inputs and returns plain data. Both cross `autograder.grading.wire` in both directions, so a test sees the
 same values whether the student code runs in this process (`LocalStudent`, a student's `make test`,
-with ordinary tracebacks and pdb) or in the grader's sandboxed worker (`autograder.runner`).
+with ordinary tracebacks and pdb) or in the grader's sandboxed worker (`autograder.grading.runner`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, Callable
 
-from autograder import wire
+from autograder.grading import wire
 
 SCENARIO_MODULE_SUFFIX = ".scenarios"
 

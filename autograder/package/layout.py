@@ -14,7 +14,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SKIPPED = frozenset({"__pycache__", ".pytest_cache", ".ipynb_checkpoints", ".hypothesis"})
 # What the public tests need of the grader, and nothing else: the harness and the results model.
-HARNESS = ("autograder/__init__.py", "autograder/harness", "autograder/wire.py", "autograder/results.py")
+HARNESS = ("autograder/__init__.py", "autograder/harness", "autograder/grading/__init__.py", "autograder/grading/wire.py",
+           "autograder/grading/results.py")
 ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # the earliest time a zip can hold: no build time leaks in
 
 

@@ -30,8 +30,8 @@ import nbformat
 from autograder.package.collect import group_of
 from autograder.package.layout import assignments
 from autograder.package.nbgrader import course_config, use_this_environment, write_feedback
-from autograder.package.notebook import SCAN_MARK
-from autograder.results import GradeReport
+from autograder.grading.notebook import SCAN_MARK
+from autograder.grading.results import GradeReport
 
 
 class CourseError(Exception):
@@ -140,7 +140,7 @@ def grade_course(course: Path, assignment: str, *, workers: int = 1,
     from nbgrader.api import Gradebook
     from nbgrader.coursedir import CourseDirectory
 
-    from autograder.grade import grade
+    from autograder.grading.client import grade
 
     use_this_environment()
     coursedir = CourseDirectory(config=course_config(course))

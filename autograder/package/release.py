@@ -4,7 +4,7 @@
 
 It holds the stubs (assignments/, generated fresh from solutions/, handouts included), the public
 tests, kernels/, the harness (the part of the grader the public tests need: autograder/__init__.py,
-harness/, wire.py, results.py), the root conftest.py, and three files written for students: a
+harness/, grading/wire.py, grading/results.py), the root conftest.py, and three files written for students: a
 Makefile (`make test` and the targets the handouts name), a README (the student part of the root
 README, adapted) and a pyproject.toml (student dependencies only; the tests import assignments/).
 No solutions, no hidden suites, no other part of the grader.

@@ -15,7 +15,7 @@ from pathlib import Path
 from autograder.report.gradescope import results_json
 from autograder.report.junit import junit_xml
 from autograder.report.markdown import feedback_markdown
-from autograder.results import GradeReport
+from autograder.grading.results import GradeReport
 
 __all__ = ["feedback_markdown", "junit_xml", "results_json", "write_all"]
 

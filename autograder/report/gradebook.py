@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterator
 
 from autograder.report.text import clean
-from autograder.results import GradeReport
+from autograder.grading.results import GradeReport
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS submissions (
@@ -46,7 +46,7 @@ CREATE TABLE IF NOT EXISTS tests (
     message     TEXT NOT NULL,
     PRIMARY KEY (submission, position)
 );
--- The late policy's outcome per submission and assignment (autograder.late), recomputed by each batch.
+-- The late policy's outcome per submission and assignment (autograder.cohort.late), recomputed by each batch.
 -- A gradebook made before this table existed gets it when opened; its rows are kept as they are.
 CREATE TABLE IF NOT EXISTS late (
     submission     TEXT NOT NULL,
@@ -148,7 +148,7 @@ class Gradebook:
         return GradeReport.from_json(row[0]) if row and row[0] else None
 
     def record_late(self, entries) -> None:
-        """Replace the late policy's rows with `entries` (autograder.late.Lateness), in one transaction."""
+        """Replace the late policy's rows with `entries` (autograder.cohort.late.Lateness), in one transaction."""
         rows = [(e.student, e.assignment, e.submitted.isoformat() if e.submitted else None, e.due.isoformat(),
                  e.days_late, e.late_days_used, e.penalty, e.score, e.max_score, e.penalised, clean(e.note))
                 for e in entries]
@@ -196,7 +196,7 @@ def _blank(value):
     return "" if value is None else value
 
 
-# ---- written answers graded by hand (autograder/manual.py imports the grading sheets) --------------
+# ---- written answers graded by hand (autograder/written/manual.py imports the grading sheets) --------------
 
 MANUAL_SCHEMA = """
 CREATE TABLE IF NOT EXISTS manual_scores (

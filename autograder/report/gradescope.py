@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 
 from autograder.report.text import clean, explanation
-from autograder.results import GradeReport, TestResult
+from autograder.grading.results import GradeReport, TestResult
 
 SCHEMA = Path(__file__).with_name("gradescope_schema.json")
 
@@ -84,7 +84,7 @@ def results_json(report: GradeReport) -> dict:
 
 def with_late(results: dict, lines: list[str], deducted: float) -> dict:
     """results.json with the late policy applied: the score less what it deducted, and the raw and
-    penalised scores at the top of the output (autograder.late)."""
+    penalised scores at the top of the output (autograder.cohort.late)."""
     note = "\n".join(["Late policy (raw and penalised scores):", *(clean(line) for line in lines)])
     return {**results, "score": max(0.0, float(results["score"]) - deducted),
             "output": note + ("\n" + results["output"] if results.get("output") else "")}

@@ -22,7 +22,7 @@ import re
 from collections import OrderedDict
 
 from autograder.report.text import clean, points, reason, short_name
-from autograder.results import GradeReport, TestResult
+from autograder.grading.results import GradeReport, TestResult
 
 MESSAGE_LINES = 6  # of a failure's message in the feedback; the full text is in report.json and junit.xml
 TO_FIX = ("failed", "error")

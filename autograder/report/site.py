@@ -36,7 +36,7 @@ from autograder.report.gradebook import open_read_only, result_rows, submission_
 from autograder.report.markdown import feedback_markdown
 from autograder.report.site_charts import write_charts
 from autograder.report.text import REASONS, points
-from autograder.results import GradeReport
+from autograder.grading.results import GradeReport
 
 REPORT_DIR = "report"
 SIMILARITY_PAGE = "similarity.html"  # written beside index.html by the similarity check, when it runs

@@ -13,7 +13,7 @@ from rich.text import Text
 
 from autograder.report.markdown import by_function
 from autograder.report.text import REASONS, clean, points
-from autograder.results import GradeReport, TestResult, summary_lines
+from autograder.grading.results import GradeReport, TestResult, summary_lines
 
 STYLES = {
     "passed": "green",

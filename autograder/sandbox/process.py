@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from autograder import wire
+from autograder.grading import wire
 from autograder.harness.student import Student, scenario_name
 from autograder.sandbox import bwrap, staging, user
 from autograder.sandbox.framing import FrameError, read_frame, write_frame

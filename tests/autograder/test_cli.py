@@ -9,18 +9,18 @@ from pathlib import Path
 
 import pytest
 
-import autograder.grade
+import autograder.grading.client
 from autograder.cli import build_parser, main
 from autograder.report import write_all
-from autograder.results import GradeReport
-from autograder.results import TestResult as Result
-from tests.autograder.test_gradebook import make_cohort, toy_grade
+from autograder.grading.results import GradeReport
+from autograder.grading.results import TestResult as Result
+from tests.autograder.report.test_gradebook import make_cohort, toy_grade
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def toy_pool(grade_fn, created: list | None = None):
-    """A stand-in for autograder.grade.ServerPool (what `batch` grades with) that calls grade_fn; the
+    """A stand-in for autograder.grading.client.ServerPool (what `batch` grades with) that calls grade_fn; the
     options of each pool made are appended to `created`."""
 
     class ToyPool:
@@ -51,8 +51,8 @@ def fake_grade(monkeypatch):
             write_all(report, Path(out))
         return report
 
-    monkeypatch.setattr(autograder.grade, "grade", grade)
-    monkeypatch.setattr(autograder.grade, "ServerPool", toy_pool(toy_grade))
+    monkeypatch.setattr(autograder.grading.client, "grade", grade)
+    monkeypatch.setattr(autograder.grading.client, "ServerPool", toy_pool(toy_grade))
     return calls
 
 
@@ -71,24 +71,24 @@ def test_batch_arguments_and_defaults():
 
 def test_batch_passes_its_timeout_to_the_grading_servers(tmp_path, monkeypatch):
     created = []
-    monkeypatch.setattr(autograder.grade, "ServerPool", toy_pool(toy_grade, created))
+    monkeypatch.setattr(autograder.grading.client, "ServerPool", toy_pool(toy_grade, created))
     make_cohort(tmp_path / "c", {"alice": 1})
     assert main(["batch", str(tmp_path / "c"), "--out", str(tmp_path / "o"), "--timeout", "7"]) == 0
-    assert created == [{"call_timeout": 7.0, "overlap": autograder.grade.overlaps("auto", 1)}]
+    assert created == [{"call_timeout": 7.0, "overlap": autograder.grading.client.overlaps("auto", 1)}]
 
 
 @pytest.mark.parametrize("flags, expected", [(["--overlap", "never"], False), (["--overlap", "always"], True),
                                              (["--workers", "3", "--overlap", "always"], True)])
 def test_batch_passes_the_overlap_asked_for_to_the_grading_servers(tmp_path, monkeypatch, flags, expected):
     created = []
-    monkeypatch.setattr(autograder.grade, "ServerPool", toy_pool(toy_grade, created))
+    monkeypatch.setattr(autograder.grading.client, "ServerPool", toy_pool(toy_grade, created))
     make_cohort(tmp_path / "c", {"alice": 1})
     assert main(["batch", str(tmp_path / "c"), "--out", str(tmp_path / "o"), *flags]) == 0
     assert created == [{"call_timeout": 60.0, "overlap": expected}]
 
 
 def test_auto_overlap_only_where_every_worker_has_two_cores():
-    from autograder.grade import overlaps
+    from autograder.grading.client import overlaps
 
     assert overlaps("auto", 1, available=2) and overlaps("auto", 2, available=4)
     assert not overlaps("auto", 2, available=2) and not overlaps("auto", 1, available=1)
@@ -134,7 +134,7 @@ def test_grade_exits_0_whatever_the_score_and_writes_reports(tmp_path, capsys, f
 
 def test_grade_exits_1_when_the_grader_itself_failed(tmp_path, monkeypatch, capsys):
     failed = GradeReport("alice", log=["the grader failed on this submission (exit code 1)"])
-    monkeypatch.setattr(autograder.grade, "grade", lambda *a, **k: failed)
+    monkeypatch.setattr(autograder.grading.client, "grade", lambda *a, **k: failed)
     (tmp_path / "alice").mkdir()
     assert main(["grade", str(tmp_path / "alice"), "--out", str(tmp_path / "o")]) == 1
     assert "grading did not complete" in capsys.readouterr().out
@@ -152,7 +152,7 @@ def test_batch_exits_1_while_a_submission_is_recorded_as_an_error(tmp_path, caps
     def broken(submission):
         return GradeReport("x") if submission.name == "bob" else toy_grade(submission)
 
-    monkeypatch.setattr(autograder.grade, "ServerPool", toy_pool(broken))
+    monkeypatch.setattr(autograder.grading.client, "ServerPool", toy_pool(broken))
     make_cohort(tmp_path / "c", {"alice": 2, "bob": 1})
     assert main(["batch", str(tmp_path / "c"), "--out", str(tmp_path / "o")]) == 1
     assert "1 submission(s) not graded: bob" in capsys.readouterr().out

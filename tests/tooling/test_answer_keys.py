@@ -149,7 +149,7 @@ PART_KEYS = {
 
 
 def _parts():
-    from autograder.written import handout_questions
+    from autograder.written.answers import handout_questions
 
     return [part for name in sorted(HANDOUTS) for q in handout_questions(name) for part in q.parts]
 

@@ -4,8 +4,8 @@ The whole-row softmax is forbidden in every spelling (torch.softmax, F.softmax, 
 torch.logsumexp, ...), not only the two the handout names: any of them needs the whole score row.
 """
 
-from autograder.checks import Rule
-from autograder.triton_rules import TritonRules
+from autograder.static.checks import Rule
+from autograder.static.triton_rules import TritonRules
 
 RULES: list[Rule] = [
     Rule(
@@ -42,7 +42,7 @@ RULES: list[Rule] = [
     ),
 ]
 
-# flash_triton's host code and kernels (autograder.triton_rules): the host allocates, reshapes and launches;
+# flash_triton's host code and kernels (autograder.static.triton_rules): the host allocates, reshapes and launches;
 # the attention's arithmetic is in @triton.jit functions. The entry points' tensor parameters:
 TRITON_RULES: list[TritonRules] = [
     TritonRules(

@@ -284,7 +284,7 @@ def test_causal_backward_skips_the_tiles_above_the_diagonal(student, rng):
 
 
 # ---- On a GPU only: half precision ------------------------------------------------------------------
-# (tests/autograder/test_suites_flash_attention.py runs this code on the CPU at tiny sizes, GPU = "cpu".)
+# (tests/autograder/suites/test_suites_flash_attention.py runs this code on the CPU at tiny sizes, GPU = "cpu".)
 
 GPU = "cuda"
 HALF = [torch.bfloat16, torch.float16]

@@ -2,7 +2,7 @@
 and fp16 and for speed.
 
 That a Triton kernel computed a result rests on the static rules of Triton tasks, which the grader
-applies to the source before any test runs (autograder/triton_rules.py, the suite's TRITON_RULES: host
+applies to the source before any test runs (autograder/static/triton_rules.py, the suite's TRITON_RULES: host
 code allocates, reshapes and launches; the arithmetic is in @triton.jit functions): a submission that
 breaks them fails every test of flash_triton. What the worker reports besides the results (the Triton
 kernels launched, the torch attention ops recorded, the tl.dot calls per program under the
@@ -154,7 +154,7 @@ def test_triton_causal_forward_skips_the_tiles_above_the_diagonal(student, trust
 
 
 # ---- On a GPU only: half precision and speed --------------------------------------------------------
-# (tests/autograder/test_suites_flash_attention.py runs this code on the CPU at tiny sizes, GPU = "cpu".)
+# (tests/autograder/suites/test_suites_flash_attention.py runs this code on the CPU at tiny sizes, GPU = "cpu".)
 
 GPU = "cuda"
 HALF = [torch.bfloat16, torch.float16]

@@ -6,12 +6,12 @@ No kernel module may call the library functions the kernels reimplement, under a
 `bmm`, `addmm`, `F.linear`, `einsum`, `tensordot`, `torch.linalg`, `torch.nn.Linear`). Names are
 dotted, so that the modules' own names (softmax.py, matmul.py) are no use. Tensor methods
 (`x.softmax(-1)`, `a @ b`, `a.matmul(b)`) and anything else torch computes are caught by the
-TRITON_RULES (autograder/triton_rules.py): host code allocates, reshapes and launches, and every
+TRITON_RULES (autograder/static/triton_rules.py): host code allocates, reshapes and launches, and every
 arithmetic operation is in @triton.jit functions.
 """
 
-from autograder.checks import Rule
-from autograder.triton_rules import TritonRules
+from autograder.static.checks import Rule
+from autograder.static.triton_rules import TritonRules
 
 KERNELS = ("elementwise", "softmax", "matmul")
 

@@ -7,7 +7,7 @@ large ones) and results go back on the CPU. Each one reports what it observed, n
 Besides the results: the Triton kernels launched (`kernels.launches`) and the torch ops that compute
 (`_ComputeOps`, a dispatch mode). Both are what the student's code let the worker see: the grader may
 take points away for what they show, never give points for it alone (that a Triton kernel computed a
-result rests on the static rules, autograder/triton_rules.py).
+result rests on the static rules, autograder/static/triton_rules.py).
 """
 
 import kernels  # noqa: F401  (entering a dispatch mode imports Triton: select its mode first)

@@ -2,7 +2,7 @@
 through the interpreter on a CPU (bf16 and fp16 too: the dtype kept), and on a GPU in bf16/fp16 and for speed.
 
 That a Triton kernel computed a result rests on the static rules of Triton tasks, applied to the source
-before any test runs (autograder/triton_rules.py, the suite's TRITON_RULES): a submission that breaks
+before any test runs (autograder/static/triton_rules.py, the suite's TRITON_RULES): a submission that breaks
 them fails every test of that kernel. What the worker reports besides the results (the Triton kernels
 launched, the computing torch ops recorded) is said by the student's code: it can only take points away.
 
@@ -196,7 +196,7 @@ def test_matmul_with_k_zero_is_the_epilogue_of_zero(student, trusted, rng):
 
 
 # ---- On a GPU only: half precision and speed ------------------------------------------------------------
-# (tests/autograder/test_suites_gpu_kernels.py runs this code on the CPU at tiny sizes, GPU = "cpu".)
+# (tests/autograder/suites/test_suites_gpu_kernels.py runs this code on the CPU at tiny sizes, GPU = "cpu".)
 
 GPU = "cuda"
 HALF = [torch.bfloat16, torch.float16]

@@ -1,6 +1,6 @@
 """Static rules of resource_accounting, as the handout's "Forbidden APIs" table states them."""
 
-from autograder.checks import Rule
+from autograder.static.checks import Rule
 
 RULES: list[Rule] = [
     Rule(

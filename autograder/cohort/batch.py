@@ -1,0 +1,151 @@
+"""Grade a cohort: every submission in a folder, in parallel, into a resumable SQLite gradebook.
+
+    run_batch(Path("submissions"), Path("out"), workers=4)
+
+Each entry of the folder that is a folder or a .zip is one submission, named after the entry
+(without .zip). A submission whose digest matches its gradebook row is skipped, so rerunning after
+a crash, or after adding or changing a few submissions, grades only what is new. Grading runs in
+`workers` threads (each grading runs its own subprocesses, so threads suffice), or on a Slurm
+cluster with `executor=SlurmExecutor(...)` (autograder.cohort.executors); results are written to
+out/<name>/ and recorded in out/gradebook.sqlite by the main thread alone, as they arrive;
+out/grades.csv is exported at the end, then the cohort report, out/report/index.html.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from rich.console import Console
+from rich.text import Text
+
+from autograder.cohort.executors import ExecutorError, LocalExecutor, Outcome, SlurmExecutor
+from autograder.report import write_all
+from autograder.report.gradebook import Gradebook
+from autograder.report.text import clean
+from autograder.grading.results import GradeReport
+from autograder.grading.intake import submission_digest, submission_name
+
+GradeFn = Callable[[Path], GradeReport]
+
+
+class BatchError(Exception):
+    """The batch cannot start: the folder is missing, two entries share a name, or workers < 1."""
+
+
+def submission_entries(directory: Path) -> tuple[dict[str, Path], list[str]]:
+    """{name: path} of the folder's submissions, and the names of the entries that are not one.
+
+    Hidden entries (.git, .DS_Store) are ignored. Two entries with one name (alice/ and alice.zip)
+    are refused: which one to grade is the instructor's call.
+    """
+    found: dict[str, Path] = {}
+    ignored = []
+    for entry in sorted(Path(directory).iterdir()):
+        if entry.name.startswith("."):
+            continue
+        if not (entry.is_dir() or (entry.is_file() and entry.name.endswith(".zip"))):
+            ignored.append(entry.name)
+            continue
+        name = submission_name(entry) if entry.is_file() else entry.name
+        if name in found:
+            raise BatchError(f"{found[name].name} and {entry.name} in {directory} are both submission "
+                             f"{name!r}: remove or rename one of them")
+        found[name] = entry
+    return found, ignored
+
+
+def run_batch(directory: Path, out: Path, workers: int = 1, grade_fn: GradeFn | None = None, *,
+              call_timeout: float = 60.0, console: Console | None = None, overlap: str = "auto",
+              executor: LocalExecutor | SlurmExecutor | None = None, regrade: tuple[str, ...] = (),
+              late: tuple | None = None) -> list[dict]:
+    """Grade what is new or changed in `directory`; return the gradebook's rows (Gradebook.rows()).
+
+    Without `grade_fn`, warm grading servers grade (autograder.grading.client.ServerPool), each call into
+    student code allowed `call_timeout` seconds. `overlap` ("auto", "always", "never") says whether
+    each server boots the next submission's sandbox while the current one grades (autograder.grading.client.overlaps).
+    `executor` (e.g. autograder.cohort.executors.SlurmExecutor) grades elsewhere; `workers`, `grade_fn` and
+    `overlap` then do not apply. The submissions named in `regrade` are graded again even where current.
+    `late` = (a LatePolicy, the submission times) applies the late policy to every graded submission
+    (autograder.cohort.late): the gradebook keeps raw and penalised scores, and grades.csv shows both."""
+    directory, out = Path(directory), Path(out)
+    if not directory.is_dir():
+        raise BatchError(f"{directory} is not a folder: give a folder holding one folder or .zip "
+                         "per submission")
+    if workers < 1:
+        raise BatchError(f"workers must be at least 1, got {workers}")
+    from autograder.grading.client import ServerPool, overlaps
+
+    try:
+        overlapping = overlaps(overlap, workers)
+    except ValueError as exc:
+        raise BatchError(str(exc)) from None
+    pool = None
+    if grade_fn is None and executor is None:  # warm grading servers, one per worker thread
+        pool = ServerPool(call_timeout=call_timeout, overlap=overlapping)
+        grade_fn = pool.grade
+    executor = executor or LocalExecutor(workers, grade_fn)
+    console = console or Console()
+    entries, ignored = submission_entries(directory)
+    unknown = sorted(set(regrade) - set(entries))
+    if unknown:
+        raise BatchError(f"no submission named {', '.join(unknown)} in {directory}: --regrade takes the names "
+                         "the gradebook shows (a folder's name, or a .zip's without .zip)")
+    if ignored:
+        console.print(Text(f"not submissions (neither a folder nor a .zip), ignored: {', '.join(ignored)}"))
+    with Gradebook(out / "gradebook.sqlite") as book:
+        digests = {name: submission_digest(path) for name, path in entries.items()}
+        todo = {name: path for name, path in entries.items()
+                if name in regrade or not book.is_current(name, digests[name])}
+        console.print(Text(f"{len(entries)} submissions in {directory}: {len(todo)} to grade, "
+                           f"{len(entries) - len(todo)} already graded"))
+        try:
+            for name, outcome in executor.run(todo, out, console, again=set(regrade)) if todo else ():
+                _store(name, digests[name], outcome, out, book, console)
+        except ExecutorError as exc:
+            raise BatchError(str(exc)) from None
+        finally:
+            if pool is not None:
+                pool.close()
+        if late is not None:
+            from autograder.cohort.late import apply
+
+            for warning in apply(book, *late, out)[1]:
+                console.print(Text(f"late policy: {warning}", style="yellow"))
+        book.export_csv(out / "grades.csv")
+        rows = book.rows()
+    _write_report(out, console)
+    return rows
+
+
+def _write_report(out: Path, console: Console) -> None:
+    """The cohort report (autograder.report.site), once the gradebook is complete. The grades are stored
+    whatever happens here, so a failure to write the report is said, not raised."""
+    from autograder.report.site import write_site
+
+    try:
+        console.print(Text(f"cohort report {write_site(out)}"), soft_wrap=True)
+    except Exception as exc:  # noqa: BLE001 (any bug of the report must not hide the stored grades)
+        console.print(Text(f"the cohort report could not be written ({type(exc).__name__}: {exc}); "
+                           f"`python -m autograder report {out}` tries again", style="red"), soft_wrap=True)
+
+
+def _store(name: str, digest: str, outcome: Outcome, out: Path, book: Gradebook, console: Console) -> None:
+    """Record one outcome: a report, or the reason (a traceback, a task's end) it was not graded."""
+    if isinstance(outcome, str):
+        book.record_error(name, digest, outcome)
+        _say_error(console, name, outcome.strip().splitlines()[-1] if outcome.strip() else "no reason given")
+        return
+    report = outcome
+    write_all(report, out / name)
+    if not report.tests:
+        # grade() reports a failure of the grader itself as a report without tests.
+        message = "; ".join(report.log) or "the grader returned no test results"
+        book.record_error(name, digest, message)
+        _say_error(console, name, message)
+        return
+    book.record(name, digest, report)
+
+
+def _say_error(console: Console, name: str, message: str) -> None:
+    console.print(Text(clean(f"{name}: not graded ({message}); it is graded again on the next run"), style="red"))

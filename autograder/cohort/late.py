@@ -1,0 +1,297 @@
+"""Late policy: days late from trusted submission times, and the penalised scores beside the raw ones.
+
+    policy = load_late(Path("grading.toml"))                  # autograder.cohort.course
+    times = read_times(Path("times.csv"))                      # or a folder of GitHub push events
+    entries, warnings = assess(policy, scores, times)          # scores: {student: {assignment: (score, max)}}
+
+Days late count from the end of the grace period, each started day a whole day: one minute inside
+the grace period is on time, one minute after it is one day late. Rules (autograder.cohort.course):
+"per_day" loses `per_day` of the score per day (never below zero), "capped" the same up to `cap`, and
+"late_days" spends the student's budget first, in the order of the assignments' due dates, then
+either zeroes the assignment or loses [late_days] `after` per day past the budget.
+
+Submission times come from the trusted side only, never from a file inside the submission: a CSV
+the instructor exports (student,time[,assignment]), the push events GitHub recorded (a folder of
+<student>.json: a push event payload, whose repository.pushed_at is GitHub's clock, or the list the
+REST events API returns, whose PushEvent created_at is too; the commit's own timestamp is the
+committer's clock and is never used), or Gradescope's submission_metadata.json (its created_at, and
+the student's own due date, which includes an extension). A student with no time is treated as on
+time, with a warning that names them.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from rich.table import Table
+from rich.text import Text
+
+from autograder.cohort.course import AssignmentPolicy, CourseError, LatePolicy, parse_time
+from autograder.report.text import clean
+
+DAY = timedelta(days=1)
+ANY = ""  # the assignment of a time that holds for every assignment of the student's submission
+MARK_BEGIN, MARK_END = "<!-- late policy -->", "<!-- /late policy -->"
+
+Times = dict[tuple[str, str], datetime]  # (student, assignment or ANY) -> when the submission arrived
+
+
+class LateError(CourseError):
+    """The submission times cannot be read: the message names the file, the line and what to do."""
+
+
+@dataclass(frozen=True)
+class Lateness:
+    student: str
+    assignment: str
+    submitted: datetime | None
+    due: datetime
+    days_late: int
+    late_days_used: int
+    penalty: float  # the fraction of the score removed
+    score: float
+    max_score: float
+    note: str
+
+    @property
+    def penalised(self) -> float:
+        return self.score * (1 - self.penalty)
+
+
+def days_late(submitted: datetime, policy: AssignmentPolicy) -> int:
+    """Started days after the grace period (0 when on time)."""
+    late = submitted - policy.due - policy.grace
+    return 0 if late <= timedelta(0) else math.ceil(late / DAY)
+
+
+def assess(policy: LatePolicy, scores: dict[str, dict[str, tuple[float, float]]],
+           times: Times) -> tuple[list[Lateness], list[str]]:
+    """Each student's lateness for each assignment the policy covers; and warnings (students with no time)."""
+    entries, warnings = [], []
+    for student in sorted(scores):
+        budget = policy.late_days.budget
+        dated = sorted((p.due, name) for name, p in policy.assignments.items() if name in scores[student])
+        for _, name in dated:  # in the order of due dates: late days are spent on the earliest first
+            rule = policy.assignments[name]
+            score, max_score = scores[student][name]
+            submitted = times.get((student, name), times.get((student, ANY)))
+            if submitted is None:
+                warnings.append(f"{student}: no submission time for {name}: treated as on time")
+                entries.append(Lateness(student, name, None, rule.due, 0, 0, 0.0, score, max_score,
+                                        "no submission time: treated as on time"))
+                continue
+            late = days_late(submitted, rule)
+            used, penalty, note = _penalty(rule, late, budget, policy.late_days.after)
+            budget -= used
+            entries.append(Lateness(student, name, submitted, rule.due, late, used, penalty, score, max_score, note))
+    return entries, warnings
+
+
+def _penalty(rule: AssignmentPolicy, late: int, budget: int, after) -> tuple[int, float, str]:
+    """(late days spent, fraction removed, what happened in words)."""
+    if late == 0:
+        return 0, 0.0, "on time"
+    days = f"{late} day{'s' * (late != 1)} late"
+    if rule.rule != "late_days":
+        penalty = min(rule.cap, rule.per_day * late, 1.0)
+        capped = " (capped)" if penalty < min(rule.per_day * late, 1.0) else ""
+        return 0, penalty, f"{days}: {penalty:.0%} off{capped}"
+    used = min(late, budget)
+    over = late - used
+    if over == 0:
+        return used, 0.0, f"{days}: {used} late day{'s' * (used != 1)} spent"
+    penalty = 1.0 if after == "zero" else min(1.0, after * over)
+    return used, penalty, f"{days}: {used} late day(s) spent, the rest of the budget; {over} past it: {penalty:.0%} off"
+
+
+def read_times(source: Path) -> Times:
+    """Submission times from a CSV file, or from a folder of GitHub push events (<student>.json)."""
+    source = Path(source)
+    if source.is_dir():
+        return read_github_events(source)
+    if not source.is_file():
+        raise LateError(f"{source} does not exist: give the CSV of submission times (student,time) or the folder "
+                        "of GitHub push events (<student>.json)")
+    return read_times_csv(source)
+
+
+def read_times_csv(path: Path) -> Times:
+    """student,time[,assignment]: a time with its UTC offset; without assignment it holds for them all."""
+    with open(path, newline="", encoding="utf-8-sig") as handle:
+        reader = csv.DictReader(handle)
+        header = [h.strip() for h in reader.fieldnames or []]
+        if not {"student", "time"} <= set(header):
+            raise LateError(f"{path}: the first line must name the columns student,time (and optionally "
+                            f"assignment); found {','.join(header) or 'nothing'}")
+        times: Times = {}
+        for line, row in enumerate(reader, start=2):
+            row = {(k or "").strip(): (v or "").strip() for k, v in row.items()}
+            student, assignment = row["student"], row.get("assignment", ANY)
+            if not student:
+                raise LateError(f"{path} line {line}: the student is empty")
+            try:
+                when = parse_time(row["time"], f"{path} line {line}")
+            except CourseError as exc:
+                raise LateError(str(exc)) from None
+            if (student, assignment) in times:
+                which = student + (f" and {assignment}" if assignment else "")
+                raise LateError(f"{path} line {line}: a second time for {which}: keep one line (the last submission)")
+            times[(student, assignment)] = when
+    return times
+
+
+def read_github_events(folder: Path) -> Times:
+    """<student>.json per student: a push event payload (repository.pushed_at, GitHub's clock), or the
+    repository's events from the REST API (the latest PushEvent's created_at, GitHub's clock too)."""
+    times: Times = {}
+    for path in sorted(folder.glob("*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeError, json.JSONDecodeError) as exc:
+            raise LateError(f"{path}: not a JSON file ({exc}); save GitHub's push event payload as it came") from None
+        times[(path.stem, ANY)] = _pushed_at(path, data)
+    if not times:
+        raise LateError(f"{folder} holds no <student>.json push events: save each student repository's push event "
+                        "(or its events from the REST API) there")
+    return times
+
+
+def _pushed_at(path: Path, data) -> datetime:
+    if isinstance(data, list):  # GET /repos/{owner}/{repo}/events: newest first
+        pushes = [e.get("created_at") for e in data if isinstance(e, dict) and e.get("type") == "PushEvent"]
+        if not pushes:
+            raise LateError(f"{path}: no PushEvent among the repository's events")
+        return _time(path, "created_at", max(parse_time(t, f"{path} created_at") for t in pushes if t is not None))
+    pushed = data.get("repository", {}).get("pushed_at") if isinstance(data, dict) else None
+    if isinstance(pushed, (int, float)) and not isinstance(pushed, bool):
+        return datetime.fromtimestamp(pushed, timezone.utc)
+    if isinstance(pushed, str):
+        return _time(path, "repository.pushed_at", pushed)
+    raise LateError(f"{path}: no repository.pushed_at: give the push event payload GitHub sent (not the commit: "
+                    "a commit's timestamp is set by whoever commits)")
+
+
+def _time(path: Path, key: str, value) -> datetime:
+    try:
+        return parse_time(value, f"{path} {key}")
+    except CourseError as exc:
+        raise LateError(str(exc)) from None
+
+
+def read_gradescope_metadata(path: Path) -> tuple[datetime, datetime | None]:
+    """(when the submission was made, the student's own due date or None) from Gradescope's
+    submission_metadata.json: created_at, and users[0].assignment.due_date (an extension shows there)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeError, json.JSONDecodeError) as exc:
+        raise LateError(f"{path}: cannot read Gradescope's submission metadata ({exc})") from None
+    if not isinstance(data, dict) or "created_at" not in data:
+        raise LateError(f"{path}: no created_at: is this Gradescope's submission_metadata.json?")
+    created = _time(path, "created_at", data["created_at"])
+    users = data.get("users") or [{}]
+    due = (users[0].get("assignment") or {}).get("due_date") if isinstance(users[0], dict) else None
+    due = due or (data.get("assignment") or {}).get("due_date")
+    return created, (_time(path, "due_date", due) if due else None)
+
+
+def table(late: dict[str, dict[str, dict]]) -> Table:
+    """The late or undated submissions from the gradebook (Gradebook.late()), raw and penalised."""
+    view = Table(title="late policy (late or undated submissions)", title_justify="left")
+    view.add_column("submission", overflow="fold")
+    view.add_column("assignment", overflow="fold")
+    for name in ("days late", "late days", "raw", "penalised"):
+        view.add_column(name, justify="right", no_wrap=True)
+    view.add_column("note", overflow="fold")
+    for student, assignments in late.items():
+        for name, row in assignments.items():
+            if row["days_late"] or row["submitted_at"] is None:
+                view.add_row(Text(clean(student)), Text(name), str(row["days_late"]), str(row["late_days_used"]),
+                             f"{row['score']:g}/{row['max_score']:g}", f"{row['penalised']:g}/{row['max_score']:g}",
+                             Text(row["note"]))
+    return view
+
+
+def apply(book, policy: LatePolicy, times: Times, out: Path) -> tuple[list[Lateness], list[str]]:
+    """Assess every graded submission of the gradebook, store the outcome there (replacing the last one)
+    and put it into each submission's feedback.md; return the entries and the warnings."""
+    scores = {row["name"]: {a: (v[0], v[1]) for a, v in row["assignments"].items()}
+              for row in book.rows() if row["status"] == "graded"}
+    entries, warnings = assess(policy, scores, times)
+    book.record_late(entries)
+    for student in scores:
+        mine = [e for e in entries if e.student == student]
+        if mine:
+            mark_feedback(Path(out) / student / "feedback.md", mine)
+    unknown = sorted({s for s, _ in times} - set(scores))
+    if unknown:
+        warnings.append(f"times given for {', '.join(unknown)}, who have no graded submission")
+    return entries, warnings
+
+
+def apply_to_submission(report, out: Path, policy: LatePolicy, metadata: Path) -> list[str]:
+    """Gradescope's channel: apply the policy to one graded submission with the times of Gradescope's
+    submission_metadata.json (the student's own due date, an extension included, replaces the course
+    file's); results.json's score becomes the penalised one and says so, feedback.md shows both. Late days
+    are not spent here (one submission cannot see the others): the course's batch counts them.
+    Returns what to tell the grader's log; a metadata file that cannot be read leaves the reports raw."""
+    from autograder.report.gradescope import with_late
+
+    try:
+        submitted, due = read_gradescope_metadata(metadata)
+    except LateError as exc:
+        return [f"{exc}; the scores are left without the late policy"]
+    entries = []
+    for name, tests in report.by_assignment().items():
+        if name not in policy.assignments:
+            continue
+        rule = dataclasses.replace(policy.assignments[name], due=due or policy.assignments[name].due)
+        late = days_late(submitted, rule)
+        if rule.rule == "late_days":
+            used, penalty, note = 0, 0.0, "on time" if not late else (
+                f"{late} day{'s' * (late != 1)} late: late days are counted over all assignments by the course's "
+                "gradebook, not here")
+        else:
+            used, penalty, note = _penalty(rule, late, 0, "zero")
+        entries.append(Lateness(report.submission, name, submitted, rule.due, late, used, penalty,
+                                sum(t.points for t in tests), sum(t.max_points for t in tests), note))
+    if not entries:
+        return []
+    lines = [line.removeprefix("- ").replace("**", "") for line in feedback_lines(entries)]
+    results = Path(out) / "results.json"
+    deducted = sum(e.score - e.penalised for e in entries)
+    results.write_text(json.dumps(with_late(json.loads(results.read_text()), lines, deducted), indent=2) + "\n")
+    mark_feedback(Path(out) / "feedback.md", entries)
+    return lines
+
+
+def _when(moment: datetime | None) -> str:
+    return moment.isoformat(timespec="minutes") if moment else "-"
+
+
+def feedback_lines(entries: list[Lateness]) -> list[str]:
+    """The late policy's part of a student's feedback.md header, one line per assignment."""
+    lines = []
+    for e in entries:
+        when = f"submitted {_when(e.submitted)}, due {_when(e.due)}" if e.submitted else f"due {_when(e.due)}"
+        lines.append(f"- {e.assignment}: {when}; {e.note}: **{e.penalised:g} / {e.max_score:g}** points after the "
+                     f"late policy (raw score {e.score:g})")
+    return lines
+
+
+def mark_feedback(path: Path, entries: list[Lateness]) -> None:
+    """Put (or replace) the late policy's lines under the title of a feedback.md."""
+    if not path.is_file():
+        return
+    text = path.read_text(encoding="utf-8")
+    if MARK_BEGIN in text and MARK_END in text:
+        head, _, rest = text.partition(MARK_BEGIN)
+        text = head.rstrip("\n") + "\n" + rest.partition(MARK_END)[2].lstrip("\n")
+    title, _, body = text.partition("\n")
+    block = "\n".join([MARK_BEGIN, "", "Late policy:", "", *feedback_lines(entries), "", MARK_END])
+    path.write_text(f"{title}\n\n{block}\n\n{body.lstrip(chr(10))}", encoding="utf-8")

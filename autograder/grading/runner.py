@@ -1,0 +1,293 @@
+"""The trusted grading run of a submission: tests here, student code in a sandboxed worker.
+
+    python -m autograder.grading.runner SUBMISSION --report PATH [--assignment NAME] [--timeout S]
+    python -m autograder.grading.runner --serve [--timeout S] [--no-overlap]   # one JSON job per line on stdin
+
+Steps: a *slot* is made first (a stage folder, the worker library, and a worker already booting on
+an empty submission folder); then the submission is opened into that folder, scanned for forbidden
+APIs, its written answers (<assignment>/answers.md) read and graded as text, and the public tests
+and hidden suites run with pytest in this process, the `student` fixture answered by the worker;
+the GradeReport is written as JSON. This process holds the reference solutions (on sys.path, for
+the `reference` fixture) and never imports student code.
+
+`--serve` grades many submissions without paying for interpreter start-up each time: it imports
+torch, the reference and the test modules once, then forks one child per submission, each from
+that clean, warm state (so nothing of one submission's grading reaches the next). The next child is
+forked, and its worker booted, while the current one grades (`--no-overlap` waits until it is
+done: one submission at a time; `batch --overlap` chooses). Every submission still gets its own
+sandbox and its own worker, never shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import importlib
+import json
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+import kernels  # noqa: F401  (Triton's mode, before anything else)
+from autograder.static import checks, triton_rules
+from autograder.written import answers as written
+from autograder.grading.results import GradeReport
+from autograder.sandbox import policy, staging
+from autograder.sandbox.process import RemoteStudent, Worker
+from autograder.grading.intake import open_submission
+from kernels import impl
+from kernels.device import has_cuda, warm_dispatch
+
+ROOT = Path(__file__).resolve().parents[2]
+SOLUTIONS = ROOT / "solutions"
+JOB_LIMIT = 3600.0
+
+
+def known_assignments() -> list[str]:
+    return impl.packages(SOLUTIONS)
+
+
+def rules_of(assignment: str, kind: str = "RULES") -> list:
+    """The suite's static rules: RULES (checks.Rule) or TRITON_RULES (triton_rules.TritonRules)."""
+    try:
+        return list(getattr(importlib.import_module(f"autograder.suites.{assignment}.rules"), kind, []))
+    except ModuleNotFoundError:
+        return []
+
+
+def test_paths(assignment: str) -> list[str]:
+    paths = [ROOT / "tests" / assignment, ROOT / "autograder" / "suites" / assignment]
+    return [str(p) for p in paths if p.is_dir()]
+
+
+@dataclass(eq=False)  # pytest keeps plugins in sets: hash by identity
+class GraderPlugin:
+    """Gives the harness its remote student, and fails tests whose task broke a static check."""
+
+    student: RemoteStudent
+    violations: list = field(default_factory=list)
+    report: GradeReport | None = None
+
+    @pytest.hookimpl
+    def pytest_llmsys_student(self, config: pytest.Config) -> RemoteStudent:
+        return self.student
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> None:
+        marker = item.get_closest_marker("task")
+        found = checks.blocked(self.violations, marker.args[0] if marker else "")
+        if found:
+            pytest.fail("static check: " + "; ".join(v.message for v in found), pytrace=False)
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        from autograder.harness.plugin import report_of  # imported by pytest first, for assert rewriting
+
+        self.report = report_of(session.config)
+
+
+def scan(submission, assignments: list[str]) -> list:
+    """Every copied package is read (an import of the other one is followed); the graded ones' rules apply,
+    and the Triton host-code rules of the graded Triton tasks."""
+    folders = {name: submission.root / name for name in submission.packages}
+    found = checks.scan_packages(folders, {name: rules_of(name) for name in assignments if name in folders})
+    for name in (a for a in assignments if a in folders):
+        found += triton_rules.scan(folders[name], name, rules_of(name, "TRITON_RULES"))
+    return found
+
+
+def protections_for(timeout: float, sandbox: str) -> tuple[policy.Protections, bool]:
+    gpu = has_cuda()
+    limits = policy.Limits(call_timeout=timeout, address_space=None if gpu else policy.Limits.address_space)
+    return policy.detect(sandbox, limits), gpu
+
+
+class Slot:
+    """A stage folder with the worker library, and a worker booting on its (still empty) submission folder.
+
+    The worker sees the submission folder through a bind mount, so the files copied in later appear
+    inside; it imports nothing of the submission before its first call.
+    """
+
+    def __init__(self, protections: policy.Protections, gpu: bool) -> None:
+        self.stage = Path(tempfile.mkdtemp(prefix="llmsys-grade-"))
+        self.stage.chmod(0o755)
+        lib = staging.build_lib(self.stage / "lib", known_assignments())
+        (self.stage / "submission").mkdir(mode=0o755)
+        self.worker = Worker(lib, self.stage / "submission", self.stage / "scratch", protections, gpu)
+        self.worker.prestart()
+
+    def close(self) -> None:
+        """Stop the worker and delete the stage; never raises (a report written before is kept)."""
+        try:
+            self.worker.stop()
+        finally:
+            staging.remove_tree(self.stage)
+
+
+@dataclass
+class Job:
+    submission: str
+    report: str
+    assignments: list[str] | None = None
+    select: str | None = None
+    seed: int | None = None
+
+
+def run(job: Job, slot: Slot, protections: policy.Protections, timeout: float) -> GradeReport:
+    started = time.monotonic()
+    submission = open_submission(Path(job.submission), slot.stage, known_assignments())
+    chosen = job.assignments or submission.packages or known_assignments()
+    violations = scan(submission, chosen)
+    # The written answers are read now, as the submission gave them, before any of its code runs. A
+    # --select leaves them out unless it names them ("written", or e.g. "written or test_memory").
+    answers = [] if job.select and "written" not in job.select else [
+        r for name in chosen for r in written.written_results(name, submission.root / name, SOLUTIONS)]
+    grader = GraderPlugin(RemoteStudent(slot.worker, timeout), violations)
+    impl.activate(SOLUTIONS)
+    args = ["-q", "--no-header", "--tb=short", "-p", "no:cacheprovider", "-p", "no:logging",
+            "-p", "no:unraisableexception", f"--rootdir={ROOT}"]
+    args += ["-k", job.select] if job.select else []
+    args += ["--seed", str(job.seed)] if job.seed is not None else []
+    try:
+        code = pytest.main(args + [p for a in chosen for p in test_paths(a)], plugins=[grader])
+    finally:
+        slot.worker.stop()
+    report = grader.report or GradeReport(submission="")
+    if grader.report is not None:
+        report.tests = report.tests + answers
+    report.submission = submission.name
+    report.log = (protections.lines() + [f"assignments graded: {', '.join(chosen)}"]
+                  + submission.problems + [f"static check: {v.message}" for v in violations]
+                  + report.log + [f"worker started {slot.worker.starts} time(s); pytest exit code {int(code)}"])
+    report.execution_time = time.monotonic() - started
+    return report
+
+
+def grade_one(job: Job, timeout: float, sandbox: str) -> None:
+    protections, gpu = protections_for(timeout, sandbox)
+    slot = Slot(protections, gpu)
+    try:
+        Path(job.report).write_text(run(job, slot, protections, timeout).to_json())
+    finally:
+        slot.close()
+
+
+def warm(assignments: list[str]) -> None:
+    """Import now what every grading needs: the reference, the test modules (assertion-rewritten by a
+    collect-only pytest session) and torch's dispatch machinery (which imports torch._dynamo)."""
+    impl.activate(SOLUTIONS)
+    for name in assignments:
+        for path in sorted((SOLUTIONS / name).glob("*.py")):
+            importlib.import_module(f"{name}.{path.stem}" if path.stem != "__init__" else name)
+    with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+        pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", f"--rootdir={ROOT}", "--impl", str(SOLUTIONS)]
+                    + [p for a in assignments for p in test_paths(a)])
+    warm_dispatch()
+
+
+class Ready:
+    """A forked child holding a slot, waiting for its job on a pipe."""
+
+    def __init__(self, timeout: float, sandbox: str) -> None:
+        read, self.write = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:
+            os.close(self.write)
+            self._child(read, timeout, sandbox)
+        os.close(read)
+
+    def _child(self, read: int, timeout: float, sandbox: str) -> None:
+        code = 1
+        try:
+            protections, gpu = protections_for(timeout, sandbox)
+            slot = Slot(protections, gpu)
+            with os.fdopen(read, "rb") as pipe:
+                text = pipe.read()
+            if text:
+                job = Job(**json.loads(text))
+                with open(Path(job.report).with_suffix(".log"), "w") as log:
+                    os.dup2(log.fileno(), 1)
+                    os.dup2(log.fileno(), 2)
+                Path(job.report).write_text(run(job, slot, protections, timeout).to_json())
+            slot.close()
+            code = 0
+        finally:
+            os._exit(code)
+
+    def start(self, job: Job) -> None:
+        with os.fdopen(self.write, "wb") as pipe:
+            pipe.write(json.dumps(job.__dict__).encode())
+
+    def wait(self, limit: float) -> int:
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                return os.waitstatus_to_exitcode(status)
+            time.sleep(0.05)
+        os.kill(self.pid, 9)
+        return os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+
+
+def serve(timeout: float, sandbox: str, overlap: bool = True) -> None:
+    """Grade one job per line of stdin (Job fields as JSON); answer one line per job on stdout.
+
+    With `overlap`, the next child is forked (and its worker boots) while the current one grades;
+    without, only once the current one is done."""
+    warm(known_assignments())
+    gc.collect()
+    gc.freeze()  # the warm heap stays out of the children's collections: no copy-on-write of all of it
+    ready = Ready(timeout, sandbox)
+    for line in sys.stdin:
+        busy, job = ready, Job(**json.loads(line))
+        busy.start(job)
+        if overlap:
+            ready = Ready(timeout, sandbox)
+        status = busy.wait(JOB_LIMIT)
+        if not overlap:
+            ready = Ready(timeout, sandbox)
+        print(json.dumps({"report": job.report, "status": status}), flush=True)
+    os.close(ready.write)  # end of input: the waiting child reads nothing and cleans up
+    ready.wait(60)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Grade submissions (the trusted side).")
+    parser.add_argument("submission", nargs="?")
+    parser.add_argument("--report")
+    parser.add_argument("--serve", action="store_true", help="grade one JSON job per line of stdin")
+    parser.add_argument("--assignment", action="append")
+    parser.add_argument("--timeout", type=float, default=policy.Limits.call_timeout)
+    parser.add_argument("--sandbox", choices=policy.MODES, default="auto")
+    parser.add_argument("--select", help="only the tests matching this pytest -k expression")
+    parser.add_argument("--seed", type=int, help="the seed of the randomised tests (default: random)")
+    parser.add_argument("--no-overlap", dest="overlap", action="store_false",
+                        help="with --serve: prepare the next submission's sandbox only after the current one is graded")
+    args = parser.parse_args(argv)
+    try:  # fail closed: no grading without an isolation (or the instructor's explicit opt-out)
+        protections_for(args.timeout, args.sandbox)
+    except policy.SandboxUnavailable as exc:
+        print(exc, file=sys.stderr)
+        return 3
+    if args.serve:
+        serve(args.timeout, args.sandbox, args.overlap)
+        # Every child is reaped and nothing is left to clean up: skip the interpreter's teardown, where
+        # Triton's bindings report "leaked" objects on stderr, which is the instructor's terminal.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+    elif args.submission and args.report:
+        grade_one(Job(args.submission, args.report, args.assignment, args.select, args.seed), args.timeout, args.sandbox)
+    else:
+        parser.error("give SUBMISSION and --report, or --serve")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,2 @@
+"""Written answers: the handouts' question format and its automatic grading (`answers`), and grading
+the prose by hand with sheets an instructor fills in (`manual`, its page template `sheet.html.j2`)."""

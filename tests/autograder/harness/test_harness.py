@@ -1,0 +1,297 @@
+"""The harness: the implementation switch, points, the points table, the student seam, and what a
+student's run prints.
+
+Each test builds a small project (the real harness, kernels/ and conftest, a small assignment `demo`
+in solutions/ and assignments/) and runs pytest on it in a subprocess.
+"""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+
+SOLUTION = '''
+import os
+
+
+def add(a, b):
+    """Handout: §1 Adding"""
+    return a + b
+
+
+def where():
+    """Handout: §1 Adding"""
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+'''
+
+STUB = '''
+def add(a, b):
+    """Handout: §1 Adding"""
+    raise NotImplementedError("add in demo/m.py is not implemented yet: write it (handout §1 Adding)")
+
+
+def where():
+    """Handout: §1 Adding"""
+    raise NotImplementedError("where in demo/m.py is not implemented yet: write it (handout §1 Adding)")
+'''
+
+TESTS = '''
+import sys
+import pytest
+
+
+@pytest.mark.points(2)
+def test_add(student):
+    """add adds two ints.
+
+    Hint: use +.
+    """
+    assert student.module("demo.m").add(1, 2) == 3
+
+
+@pytest.mark.points(3)
+def test_tree(student):
+    """Exactly one implementation tree is on sys.path."""
+    tree = student.module("demo.m").where()
+    trees = [p for p in sys.path if p.endswith(("solutions", "assignments", "submission"))]
+    assert trees == [tree]
+    print("TREE=" + tree)
+
+
+@pytest.mark.points(4)
+@pytest.mark.gpu
+def test_needs_gpu(student):
+    assert False, "never runs without a GPU"
+'''
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    monkeypatch.delenv("MAKELEVEL", raising=False)  # the runs are pytest's own, even under `make test`
+    for name in ("kernels", "autograder/harness"):
+        shutil.copytree(ROOT / name, pytester.path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("conftest.py", "pyproject.toml", "autograder/__init__.py", "autograder/grading/wire.py",
+                 "autograder/grading/results.py"):
+        shutil.copyfile(ROOT / name, pytester.path / name)
+    for tree, text in (("solutions", SOLUTION), ("assignments", STUB), ("submission", SOLUTION)):
+        (pytester.path / tree / "demo").mkdir(parents=True)
+        (pytester.path / tree / "demo" / "__init__.py").write_text("")
+        (pytester.path / tree / "demo" / "m.py").write_text(text)
+    (pytester.path / "tests" / "demo").mkdir(parents=True)
+    (pytester.path / "tests" / "__init__.py").write_text("")
+    (pytester.path / "tests" / "demo" / "__init__.py").write_text("")
+    (pytester.path / "tests" / "demo" / "test_demo.py").write_text(TESTS)
+    return pytester
+
+
+def run(project: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return project.runpytest_subprocess("-p", "no:cacheprovider", "-s", *args)
+
+
+def test_default_tree_comes_from_the_ini_setting_and_scores_full_points(project):
+    result = run(project)
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*TREE=*solutions", "demo*5 / 9*public points*(2/3 tests passed)*4 points need a GPU*"])
+
+
+def test_the_option_selects_the_stubs_which_score_zero(project):
+    result = run(project, "--impl", "assignments")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["*demo*0 / 9*public points*2 not implemented yet*"])
+    result.stdout.fnmatch_lines(["  §1 m.add: not implemented yet (1 test, 2 points)"])
+
+
+def test_the_environment_variable_selects_a_tree_and_the_option_wins(project, monkeypatch):
+    monkeypatch.setenv("LLMSYS_IMPL", "assignments")
+    assert run(project).ret == 1
+    result = run(project, "--impl", "solutions")
+    assert result.ret == 0
+
+
+def test_any_folder_with_the_package_layout_is_a_tree(project):
+    result = run(project, "--impl", str(project.path / "submission"))
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*TREE=*submission"])
+
+
+def test_a_tree_that_is_not_a_folder_of_packages_is_a_usage_error(project):
+    result = run(project, "--impl", str(project.path / "tests" / "demo"))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*holds no package*point --impl at the folder that contains the packages*"])
+    result = run(project, "--impl", "nowhere")
+    result.stderr.fnmatch_lines(["*'nowhere' is not a folder*--impl solutions, --impl assignments or --impl PATH*"])
+
+
+def test_an_assignment_test_without_points_is_refused(project):
+    (project.path / "tests" / "demo" / "test_more.py").write_text("def test_unmarked(student):\n    pass\n")
+    result = run(project)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*needs @pytest.mark.points(n)*", "*test_more.py::test_unmarked*"])
+
+
+def test_a_run_that_collects_no_test_fails(project):
+    result = run(project, "-k", "no_such_test")
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+
+
+def test_a_missing_function_fails_with_the_contract_in_the_message(project):
+    (project.path / "submission" / "demo" / "m.py").write_text("def add(a, b):\n    return a + b\n")
+    result = run(project, "--impl", str(project.path / "submission"))
+    result.stdout.fnmatch_lines(["*demo.m has no 'where': the handout's contract requires it*"])
+
+
+# What a student's run prints. A second module of the demo assignment, written in handout order
+# (§1 first, §2 second) while its tests run §2's task first, and a tree with wrong answers.
+
+MODULE_STUB = '''
+import torch
+
+
+def first(n):
+    """Handout: §1 Adding"""
+    raise NotImplementedError("first in demo/n.py is not implemented yet: write it (handout §1 Adding)")
+
+
+def second(n):
+    """Handout: §2 Vectors"""
+    raise NotImplementedError("second in demo/n.py is not implemented yet: write it (handout §2 Vectors)")
+'''
+
+MODULE_WRONG = '''
+import json
+
+import torch
+
+
+def first(n):
+    """Handout: §1 Adding"""
+    return json.loads("{" * n)
+
+
+def second(n):
+    """Handout: §2 Vectors"""
+    v = torch.arange(float(n))
+    v[n // 2] += 3
+    return v
+'''
+
+MODULE_TESTS = '''
+import pytest
+import torch
+
+
+@pytest.mark.points(2)
+@pytest.mark.task("n.second")
+def test_second_is_a_range(student):
+    """second(n) is torch.arange(float(n)).
+
+    Hint: count from zero.
+    """
+    torch.testing.assert_close(student.module("demo.n").second(1000), torch.arange(1000.0), rtol=0, atol=0)
+
+
+@pytest.mark.points(1)
+@pytest.mark.task("n.second")
+def test_second_equals_a_range(student):
+    """second(n) equals torch.arange(float(n)) exactly."""
+    assert torch.equal(student.module("demo.n").second(1000), torch.arange(1000.0))
+
+
+@pytest.mark.points(3)
+@pytest.mark.task("n.first")
+@pytest.mark.parametrize("n", [1, 2])
+def test_first_is_a_dict(student, n):
+    """first(n) is an empty dict."""
+    assert student.module("demo.n").first(n) == {}
+'''
+
+
+@pytest.fixture
+def tasks_project(project: pytest.Pytester) -> pytest.Pytester:
+    (project.path / "assignments" / "demo" / "n.py").write_text(MODULE_STUB)
+    (project.path / "tests" / "demo" / "test_n.py").write_text(MODULE_TESTS)
+    shutil.copytree(project.path / "assignments", project.path / "wrong")
+    (project.path / "wrong" / "demo" / "n.py").write_text(MODULE_WRONG)
+    return project
+
+
+def points_table(result: pytest.RunResult) -> list[str]:
+    return [line for line in result.outlines if "public points" in line]
+
+
+def test_unimplemented_tasks_are_one_line_each_in_handout_order_then_the_next_step(tasks_project):
+    result = run(tasks_project, "--impl", "assignments", "tests/demo/test_n.py")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["*= not implemented yet =*", "demo",
+                                 "  §1 n.first: not implemented yet (2 tests, 6 points)",
+                                 "  §2 n.second: not implemented yet (2 tests, 3 points)", "*= points =*"])
+    assert "NotImplementedError" not in result.stdout.str() and "Traceback" not in result.stdout.str()
+    assert result.outlines[-1] == ("next: demo §1 n.first does not pass yet; run only its tests with: "
+                                   "python -m pytest --task n.first")
+    result.stdout.fnmatch_lines(["*= 4 failed in *"])  # still failures: pytest's count and exit status
+
+
+def test_verbose_or_an_explicit_tb_shows_every_traceback_with_the_same_points_and_status(tasks_project):
+    short = run(tasks_project, "--impl", "assignments", "tests/demo/test_n.py")
+    for option in ("-v", "--tb=long"):
+        full = run(tasks_project, "--impl", "assignments", "tests/demo/test_n.py", option)
+        assert full.ret == short.ret == 1 and points_table(full) == points_table(short) != []
+        assert full.stdout.str().count("NotImplementedError: first in demo/n.py is not implemented yet") >= 2
+        assert "not implemented yet ===" not in full.stdout.str()
+
+
+def test_the_task_option_runs_only_that_tasks_tests(tasks_project):
+    result = run(tasks_project, "--impl", "assignments", "--task", "n.second")
+    result.stdout.fnmatch_lines(["*5 deselected / 2 selected*", "*= 2 failed, 5 deselected in *"])
+    assert run(tasks_project, "--impl", "assignments", "--task", "n").stdout.str().count("not implemented yet (") == 2
+    unknown = run(tasks_project, "--impl", "assignments", "--task", "n.third")
+    assert unknown.ret == pytest.ExitCode.USAGE_ERROR
+    unknown.stderr.fnmatch_lines(["*no test exercises the task 'n.third'; the tasks are: n.first, n.second*"])
+
+
+def failure(result: pytest.RunResult, test: str) -> list[str]:
+    """The lines of one test's failure block: from its header to the next header or section."""
+    lines = result.outlines
+    start = next(i for i, line in enumerate(lines) if line.startswith("_") and f" {test}" in line)
+    end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith(("__", "==")))
+    return lines[start:end]
+
+
+def test_a_wrong_answer_is_a_short_note_that_ends_at_the_students_line_without_harness_frames(tasks_project):
+    result = run(tasks_project, "--impl", "wrong", "tests/demo/test_n.py")
+    assert result.ret == 1
+    for test in ("test_first_is_a_dict[1]", "test_second_is_a_range", "test_second_equals_a_range"):
+        block = failure(result, test)
+        assert len(block) <= 25, "\n".join(block)
+        text = "\n".join(block)
+        assert "autograder/" not in text and "harness" not in text and "pluggy" not in text, text
+    raised = "\n".join(failure(result, "test_first_is_a_dict[1]"))
+    assert "wrong/demo/n.py:9: in first" in raised and "json.decoder.JSONDecodeError" in raised, raised
+    assert "json/decoder.py" not in raised and "json/__init__.py" not in raised, raised  # ends at the student's line
+    assert "your code: wrong/demo/n.py:7 n.first (handout §1 Adding)" in raised, raised
+    close = "\n".join(failure(result, "test_second_is_a_range"))
+    assert "got shape (1000,) torch.float32, expected shape (1000,) torch.float32; 1 of 1000 elements differ" \
+        in close and "worst at index (500,): got 503, expected 500" in close, close
+    assert "Hint: count from zero." in close and "checks: second(n) is torch.arange(float(n))." in close, close
+    equal = "\n".join(failure(result, "test_second_equals_a_range"))
+    assert "tensor(<1-d, values" in equal and "999." not in equal, equal  # never printed whole
+    assert points_table(result) == ["demo      0 / 9     public points  (0/4 tests passed)"]
+    assert result.outlines[-1].startswith("next: demo §1 n.first does not pass yet")
+
+
+def test_a_tensor_summary_names_shapes_dtypes_the_count_off_and_the_worst_element():
+    torch = pytest.importorskip("torch")
+    from autograder.harness.terminal import summarise
+
+    expected = torch.arange(6.0).reshape(2, 3)
+    got = expected.clone()
+    got[1, 2] += 1.0
+    got[0, 1] += 1e-4
+    assert summarise(got, expected) == ("got shape (2, 3) torch.float32, expected shape (2, 3) torch.float32; 2 of 6 "
+                                        "elements differ (tolerance: exact); worst at index (1, 2): got 6, expected 5")
+    assert "1 of 6 elements differ (tolerance: atol=0.001 + rtol=0 * |expected|)" in summarise(got, expected, (0, 1e-3))
+    got[0, 0] = float("nan")
+    assert "worst at index (0, 0): got nan, expected 0" in summarise(got, expected, (0, 1e-3))
+    assert summarise(got.T, expected).endswith("expected shape (2, 3) torch.float32")

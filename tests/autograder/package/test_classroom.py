@@ -1,0 +1,105 @@
+"""GitHub Classroom: the template repository, its workflow as the grading reporter reads it, one real step."""
+
+import base64
+import json
+import shlex
+
+import yaml
+
+from autograder.package.classroom import REPORTER, WORKFLOW
+from autograder.package.classroom_step import STEP_TIMEOUT, result
+from autograder.grading.results import GradeReport, TestResult
+from tests.autograder.package.conftest import ASSIGNMENT, HANG_TIMEOUT
+
+
+def workflow(packaged) -> dict:
+    return yaml.safe_load((packaged.dist / "classroom" / WORKFLOW).read_text())
+
+
+def grading_steps(packaged) -> list[dict]:
+    steps = workflow(packaged)["jobs"]["run-autograding-tests"]["steps"]
+    return [step for step in steps if "classroom_step" in step.get("run", "")]
+
+
+def test_the_template_is_the_student_release_plus_the_workflow_and_its_step_script(packaged):
+    template, student = packaged.dist / "classroom", packaged.dist / "student"
+    files = {p.relative_to(template).as_posix() for p in template.rglob("*") if p.is_file()}
+    released = {p.relative_to(student).as_posix() for p in student.rglob("*") if p.is_file()}
+    assert files - released == {WORKFLOW, "autograder/package/__init__.py", "autograder/package/classroom_step.py"}
+    assert released <= files
+
+
+def test_the_workflow_has_the_one_job_and_name_the_reporter_requires(packaged):
+    flow = workflow(packaged)
+    assert flow["name"] == "Autograding Tests" and list(flow["jobs"]) == ["run-autograding-tests"]
+    assert "push" in flow["on"]
+    steps = flow["jobs"]["run-autograding-tests"]["steps"]
+    assert steps[0]["uses"].startswith("actions/checkout@") and {"run": "make install"}.items() <= steps[2].items()
+
+
+def test_the_reporter_reads_every_grading_step_by_its_id(packaged):
+    steps = workflow(packaged)["jobs"]["run-autograding-tests"]["steps"]
+    reporter = steps[-1]
+    ids = [step["id"] for step in grading_steps(packaged)]
+    assert reporter["uses"] == REPORTER and len(ids) == len(set(ids)) > 0
+    assert reporter["with"]["runners"].split(",") == ids
+    assert reporter["env"] == {f"{i.upper()}_RESULTS": f"${{{{steps.{i}.outputs.result}}}}" for i in ids}
+
+
+def test_the_steps_points_add_up_to_the_public_total_one_step_per_public_file(packaged):
+    steps = grading_steps(packaged)
+    commands = [shlex.split(step["run"]) for step in steps]
+    files = [command[command.index("autograder.package.classroom_step") + 1] for command in commands]
+    points = [float(command[command.index("--max-score") + 1]) for command in commands]
+    public = [t for t in packaged.tests if t.public]
+    assert sorted(files) == sorted({t.path for t in public})
+    assert sum(points) == sum(t.points for t in public) > 200
+    for path, value in zip(files, points):
+        assert value == sum(t.points for t in public if t.path == path), path
+
+
+def test_a_real_step_on_the_stubs_reports_zero_of_its_points_in_the_reporters_format(packaged):
+    code, output = packaged.job("classroom").wait()
+    assert code == 0, output[-3000:]
+    line = (packaged.work / "classroom-output").read_text().strip()
+    assert line.startswith("result=")
+    outcome = json.loads(base64.b64decode(line.removeprefix("result=")))
+    path = f"tests/{ASSIGNMENT}/test_memory.py"
+    assert (outcome["version"], outcome["status"]) == (1, "fail")
+    assert outcome["max_score"] == sum(t.points for t in packaged.tests if t.path == path)
+    assert outcome["tests"] and all(t["score"] == 0 and t["status"] == "fail" for t in outcome["tests"])
+    assert "points" in output  # pytest's own output, the points table included, is in the step's log
+
+
+def test_a_hanging_step_reports_its_timeout_and_the_next_step_still_reports(packaged):
+    code, output = packaged.job("classroom-hang").wait()
+    assert code == 0, output[-3000:]
+    lines = (packaged.work / "classroom-hang-output").read_text().split()
+    hung, after = (json.loads(base64.b64decode(line.removeprefix("result="))) for line in lines)
+    assert hung["status"] == "error" and f"did not finish within {HANG_TIMEOUT} s" in hung["message"]
+    assert hung["max_score"] == sum(t.points for t in packaged.tests if t.path == f"tests/{ASSIGNMENT}/test_memory.py")
+    assert after["status"] == "fail" and after["tests"] and all(t["score"] == 0 for t in after["tests"])
+
+
+def test_every_grading_step_and_the_reporter_run_whatever_came_before(packaged):
+    steps = workflow(packaged)["jobs"]["run-autograding-tests"]["steps"]
+    assert all(step.get("if") == "always()" for step in grading_steps(packaged) + [steps[-1]])
+    assert all(step["timeout-minutes"] * 60 > STEP_TIMEOUT for step in grading_steps(packaged))
+
+
+def report(*statuses: str) -> GradeReport:
+    return GradeReport("s", [TestResult(f"t.py::test_{i}", "a", 1.5, status) for i, status in enumerate(statuses)])
+
+
+def test_a_step_passes_with_gpu_tests_left_out_of_its_tests_and_its_max_score():
+    outcome = result(report("passed", "not_graded", "passed"), "t.py", 4.5)
+    assert (outcome["status"], outcome["max_score"]) == ("pass", 3.0)
+    assert [t["score"] for t in outcome["tests"]] == [1.5, 1.5]
+    assert "1 test(s) worth 1.5 points need a GPU" in outcome["message"]
+    assert result(report("passed", "failed"), "t.py", 3)["status"] == "fail"
+
+
+def test_a_step_whose_points_disagree_with_the_workflow_is_an_error():
+    outcome = result(report("passed"), "t.py", 2)
+    assert outcome["status"] == "error" and "make classroom" in outcome["message"]
+    assert result(None, "t.py", 2)["status"] == "error"

@@ -1,0 +1,148 @@
+"""The nbgrader course: the source notebooks, nbgrader's release of them, nbgrader's real autograde on
+a correct and a stub notebook, and the trusted grader writing its scores into nbgrader's gradebook."""
+
+import subprocess
+import sys
+
+import nbformat
+import pytest
+
+from autograder.package.layout import ROOT, assignments
+from autograder.grading.notebook import read_modules
+from autograder.package.notebook_tests import counted
+from tests.autograder.package.conftest import ASSIGNMENT, clean_env
+
+
+def source_notebook(packaged, name):
+    return nbformat.read(packaged.dist / "nbgrader" / "source" / name / f"{name}.ipynb", as_version=4)
+
+
+def released_notebook(packaged, name):
+    return nbformat.read(packaged.dist / "nbgrader" / "release" / name / f"{name}.ipynb", as_version=4)
+
+
+def gradebook_scores(course, students):
+    """{student: (score, max score, {cell: score})} read through nbgrader's own Gradebook API."""
+    from nbgrader.api import Gradebook
+
+    scores = {}
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        for student in students:
+            submission = gradebook.find_submission(ASSIGNMENT, student)
+            cells = {grade.cell.name: grade.score for nb in submission.notebooks for grade in nb.grades}
+            comments = [c.manual_comment or "" for nb in submission.notebooks for c in nb.comments]
+            scores[student] = (submission.score, submission.max_score, cells, "\n".join(comments))
+    return scores
+
+
+@pytest.mark.parametrize("name", assignments())
+def test_the_source_notebook_holds_each_module_and_gives_back_the_solutions(packaged, name):
+    nb = source_notebook(packaged, name)
+    modules = {cell.metadata["llmsys"]["module"]: cell for cell in nb.cells if "module" in cell.metadata.get("llmsys", {})}
+    expected = sorted(f"{name}/{p.name}" for p in (ROOT / "solutions" / name).glob("*.py") if p.name != "__init__.py")
+    assert sorted(modules) == expected
+    for rel, cell in modules.items():
+        assert cell.source.startswith(f"%%writefile {rel}\n") and cell.metadata["nbgrader"]["solution"]
+    files, problems = read_modules(nbformat.writes(nb).encode(), assignments())
+    assert problems == []
+    for rel in expected:
+        assert files[rel].decode() == (ROOT / "solutions" / rel).read_text(), rel
+
+
+@pytest.mark.parametrize("name", assignments())
+def test_test_cells_carry_the_points_of_the_tests_the_notebook_runs(packaged, name):
+    nb = source_notebook(packaged, name)
+    cells = {cell.metadata["llmsys"]["group"]: cell for cell in nb.cells if "group" in cell.metadata.get("llmsys", {})}
+    ours = [t for t in packaged.tests if t.assignment == name and counted(t.gpu, t.reference)]
+    assert sorted(cells) == sorted({t.group for t in ours})
+    for group, cell in cells.items():
+        tests = [t for t in ours if t.group == group]
+        assert cell.metadata["nbgrader"]["points"] == sum(t.points for t in tests) > 0
+        assert cell.metadata["nbgrader"]["grade"] and cell.metadata["nbgrader"]["locked"]
+        assert ("### BEGIN HIDDEN TESTS" in cell.source) == any(not t.public for t in tests)
+        for path in {t.path for t in tests}:
+            assert f"run_tests({path!r}" in cell.source
+        assert cell.source.rstrip().endswith("\npoints")
+
+
+@pytest.mark.parametrize("name", assignments())
+def test_nbgraders_release_has_stubs_and_no_solution_or_hidden_test(packaged, name):
+    release = packaged.dist / "nbgrader" / "release" / name
+    text = (release / f"{name}.ipynb").read_text()
+    assert "BEGIN SOLUTION" not in text and "HIDDEN TESTS" not in text and "autograder/suites" not in text
+    modules = [cell for cell in released_notebook(packaged, name).cells if "module" in cell.metadata.get("llmsys", {})]
+    assert modules and all("raise NotImplementedError()" in cell.source for cell in modules)
+    files = {p.relative_to(release).as_posix() for p in release.rglob("*") if p.is_file()}
+    assert not [f for f in files if f.startswith(("solutions/", "autograder/suites/"))]
+    assert {"tests/__init__.py", "autograder/package/notebook_tests.py", "conftest.py", "pytest.ini"} <= files
+
+
+def by_hand(packaged) -> float:
+    """The points of the written answers' cells, which nbgrader's formgrader grades by hand."""
+    cells = source_notebook(packaged, ASSIGNMENT).cells
+    return sum(c.metadata["nbgrader"]["points"] for c in cells if "question" in c.metadata.get("llmsys", {}))
+
+
+def test_nbgrader_autograde_gives_the_correct_notebook_full_marks(packaged):
+    code, output = packaged.job("autograde-correct").wait()
+    assert code == 0, output[-3000:]
+    score, maximum, cells, _ = gradebook_scores(packaged.work / "course-correct", ["correct"])["correct"]
+    assert score == maximum - by_hand(packaged) > 100 and by_hand(packaged) > 0, cells
+
+
+def test_nbgrader_autograde_gives_the_stub_notebook_zero(packaged):
+    code, output = packaged.job("autograde-stub").wait()
+    assert code == 0, output[-3000:]
+    score, maximum, cells, _ = gradebook_scores(packaged.work / "course-stub", ["stub"])["stub"]
+    assert score == 0 and maximum > 100, cells
+
+
+def test_the_trusted_grader_writes_its_scores_into_the_gradebook_and_flags_ipython_tricks(packaged):
+    code, output = packaged.job("trusted").wait()
+    assert code == 0, output[-3000:]
+    course = packaged.work / "course-trusted"
+    scores = gradebook_scores(course, ["correct", "cheat"])
+    score, maximum, _, note = scores["correct"]
+    assert score == maximum - by_hand(packaged) > 100 and "trusted grader" in note and "Flagged" not in note
+    score, maximum, _, note = scores["cheat"]
+    assert score == 0 and maximum > 100 and "input_transformers_post" in note
+    feedback = (course / "trusted" / "cheat" / ASSIGNMENT / ASSIGNMENT / "feedback.md").read_text()
+    assert "touches IPython's machinery" in feedback and "input_transformers_post" in feedback
+
+
+def test_the_nbgrader_verb_refuses_a_folder_that_is_not_a_course(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "autograder", "nbgrader", str(tmp_path), ASSIGNMENT], cwd=ROOT,
+                          env=clean_env(), capture_output=True, text=True)
+    assert done.returncode == 2 and "not an nbgrader course directory" in done.stderr
+
+
+def hidden_test_names(packaged) -> set[str]:
+    """The hidden tests' function names (without parametrisation), which feedback must never show."""
+    return {t.nodeid.split("::")[-1].split("[")[0] for t in packaged.tests
+            if t.assignment == ASSIGNMENT and t.visibility == "hidden"}
+
+
+def test_nbgraders_own_feedback_after_its_autograde_shows_no_hidden_test(packaged):
+    code, output = packaged.job("autograde-correct").wait()
+    assert code == 0, output[-3000:]
+    course = packaged.work / "course-correct"
+    done = subprocess.run([sys.executable, "-m", "nbgrader", "generate_feedback", ASSIGNMENT, "--force"], cwd=course,
+                          env=clean_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    html = (course / "feedback" / "correct" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
+    names = hidden_test_names(packaged)
+    assert names
+    assert not [name for name in names if name in html]
+    assert "HIDDEN TESTS" not in html and "autograder/suites" not in html
+
+
+def test_the_trusted_grader_writes_nbgraders_feedback_files_without_hidden_tests(packaged):
+    code, output = packaged.job("trusted").wait()
+    assert code == 0, output[-3000:]
+    course = packaged.work / "course-trusted"
+    for student in ("correct", "cheat"):
+        html = (course / "feedback" / student / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
+        assert "<h1>Feedback:" in html and "Score: <strong>" in html
+        assert not [name for name in hidden_test_names(packaged) if name in html]
+    cheat = (course / "feedback" / "cheat" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
+    assert "input_transformers_post" in cheat and "<script" not in cheat

@@ -1,0 +1,138 @@
+"""The student release: exactly what students need, and its `make test` works on stubs and on solutions."""
+
+import re
+import subprocess
+import tomllib
+
+from autograder.package.layout import HARNESS, ROOT, assignments, files_of
+from tests.autograder.package.conftest import clean_env
+
+POINTS_LINE = re.compile(r"^(?P<name>\w+)\s+(?P<got>[\d.]+) / (?P<total>[\d.]+)\s+public points\s+"
+                         r"\((?P<passed>\d+)/(?P<tests>\d+) tests passed\)(?P<rest>.*)$", re.MULTILINE)
+
+
+def points_lines(output: str) -> dict[str, dict]:
+    """The points table at the end of a run: per assignment, its numbers and the notes after them."""
+    return {m["name"]: m.groupdict() for m in POINTS_LINE.finditer(output)}
+
+
+def count(text: str, what: str) -> int:
+    """The number before `what` in text (0 when absent): `3 failed`, `68 not implemented yet`."""
+    found = re.search(rf"(\d+) {what}", text)
+    return int(found.group(1)) if found else 0
+
+
+def final_line(output: str) -> str:
+    """pytest's last line: `== 167 failed, 10 skipped, 2 errors in 24.17s ==`."""
+    return next(line for line in reversed(output.splitlines()) if re.search(r" in [\d.]+s", line))
+
+
+def test_the_release_holds_stubs_public_tests_kernels_and_the_harness_and_nothing_else(packaged):
+    student = packaged.dist / "student"
+    files = sorted(p.relative_to(student).as_posix() for p in student.rglob("*") if p.is_file())
+    expected = set(files_of("assignments")) | set(files_of("kernels")) | {"tests/__init__.py", "conftest.py"}
+    for name in assignments():
+        expected |= set(files_of(f"tests/{name}"))
+    for rel in HARNESS:
+        expected |= set(files_of(rel))
+    assert set(files) == expected | {"Makefile", "README.md", "pyproject.toml", ".gitignore"}
+    for rel in files_of("assignments"):
+        assert (student / rel).read_bytes() == (ROOT / rel).read_bytes(), f"{rel} is not the stub"
+    assert not any("BEGIN SOLUTION" in (student / rel).read_text() for rel in files if rel.endswith(".py"))
+
+
+def test_the_release_pyproject_has_the_student_dependencies_and_tests_the_stubs(packaged):
+    ours = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    theirs = tomllib.loads((packaged.dist / "student" / "pyproject.toml").read_text())
+    assert theirs["project"]["dependencies"] == ours["project"]["dependencies"]
+    assert "optional-dependencies" not in theirs["project"]
+    options = theirs["tool"]["pytest"]["ini_options"]
+    assert (options["llmsys_impl"], options["testpaths"]) == ("assignments", ["tests"])
+
+
+def test_the_student_readme_is_the_student_part_of_the_root_readme(packaged):
+    readme = (packaged.dist / "student" / "README.md").read_text()
+    assert "## Students: quickstart" in readme and "## Using a GPU" in readme and "## Submitting" in readme
+    assert "## Instructors" not in readme and "--impl solutions" not in readme and "autograder batch" not in readme
+
+
+def test_the_student_makefile_installs_torch_first_then_the_student_dependencies(packaged):
+    plan = subprocess.run(["make", "-n", "test"], cwd=packaged.dist / "student", env=clean_env(),
+                          capture_output=True, text=True, check=True).stdout
+    torch, rest = plan.index("pip install --quiet --disable-pip-version-check torch==2.13.0"), plan.index("-r .venv")
+    assert "-m venv .venv" in plan and torch < rest < plan.index("-m pytest")
+
+
+def test_make_test_on_the_stubs_scores_zero_and_every_failure_is_not_implemented(packaged):
+    code, output = packaged.job("release-stubs").wait()
+    assert code != 0, output[-3000:]  # the tests fail, so make does
+    table = points_lines(output)
+    assert set(table) == set(assignments()), output[-3000:]
+    assert all(float(row["got"]) == 0 and row["passed"] == "0" for row in table.values()), table
+    summary = final_line(output)
+    failures = count(summary, "failed") + count(summary, "errors?")
+    not_implemented = sum(count(row["rest"], "not implemented yet") for row in table.values())
+    assert failures == not_implemented > 0, f"{summary}; points table: {table}"
+
+
+def test_make_test_with_the_solutions_copied_over_the_stubs_passes_every_public_test(packaged):
+    code, output = packaged.job("release-solved").wait()
+    assert code == 0, output[-3000:]
+    table = points_lines(output)
+    assert set(table) == set(assignments()), output[-3000:]
+    for row in table.values():
+        needs_gpu = re.search(r"([\d.]+) points need a GPU", row["rest"])
+        assert float(row["got"]) + (float(needs_gpu.group(1)) if needs_gpu else 0) == float(row["total"]), row
+    summary = final_line(output)
+    assert count(summary, "failed") == count(summary, "errors?") == 0 and count(summary, "passed") > 0, summary
+
+
+def functions_students_write() -> set[str]:
+    """Every module-level function whose stub in assignments/ raises NotImplementedError: the answers."""
+    import ast
+
+    names = set()
+    for path in (ROOT / "assignments").rglob("*.py"):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.FunctionDef) and any(
+                    isinstance(s, ast.Raise) and "NotImplementedError" in ast.unparse(s) for s in node.body):
+                names.add(node.name)
+    return names
+
+
+# Given code that shares a name with an answer on purpose: kernels.bench.benchmark is the course's own
+# do_bench-based timer (milliseconds, time budgets); gpu_kernels' measure.py may not use it (handout §9).
+SAME_NAME_NOT_AN_ANSWER = {"kernels/bench.py: benchmark"}
+
+
+def test_no_given_code_of_the_release_defines_an_answer(packaged):
+    """The stubs are the only definitions of what students write: no kernel, test or conftest ships one."""
+    student = packaged.dist / "student"
+    answers = functions_students_write()
+    assert {"attention", "arithmetic_intensity", "attainable_flops_per_sec"} <= answers
+    found = []
+    for path in student.rglob("*.py"):
+        if path.relative_to(student).parts[0] == "assignments":
+            continue
+        for name in answers:
+            if re.search(rf"^def {name}\(", path.read_text(), re.MULTILINE):
+                found.append(f"{path.relative_to(student)}: {name}")
+    assert set(found) <= SAME_NAME_NOT_AN_ANSWER, found
+
+
+def test_the_release_points_students_to_handouts_it_contains(packaged):
+    student = packaged.dist / "student"
+    for path in student.rglob("*.py"):
+        for handout in re.findall(r"handout: (\S+README\.md)", path.read_text()):
+            assert (student / handout).is_file(), f"{path.relative_to(student)} names {handout}, not in the release"
+
+
+def test_the_cpu_wheel_index_is_a_make_variable_off_by_default(packaged):
+    """`make install TORCH_INDEX=URL` installs the pinned torch from that index; without it, no index is named."""
+    def torch_line(*extra: str) -> str:
+        done = subprocess.run(["make", "-n", "install", "VENV=venv-that-does-not-exist", *extra],
+                              cwd=packaged.dist / "student", capture_output=True, text=True, check=True)
+        return next(line for line in done.stdout.splitlines() if "torch==" in line)
+
+    assert "--index-url" not in torch_line()
+    assert torch_line("TORCH_INDEX=file:///cpu-wheels").endswith("torch==2.13.0 --index-url file:///cpu-wheels")

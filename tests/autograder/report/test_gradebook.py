@@ -1,0 +1,313 @@
+"""The SQLite gradebook and the batch: resumable, nothing lost, nothing counted twice.
+
+A toy grade function stands in for autograder.grading.client.grade: a submission (folder or zip) holds
+answers.txt with lines `assignment question answer`; an answer "ok" passes (1 point).
+"""
+
+import csv
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from autograder.cohort.batch import BatchError, run_batch, submission_digest, submission_entries
+from autograder.report.gradebook import Gradebook
+from autograder.grading.results import GradeReport
+from autograder.grading.results import TestResult as Result
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def toy_grade(path: Path) -> GradeReport:
+    if path.is_file():
+        with zipfile.ZipFile(path) as archive:
+            text = archive.read("answers.txt").decode()
+    else:
+        text = (path / "answers.txt").read_text()
+    tests = []
+    for line in text.splitlines():
+        assignment, question, answer = line.split()
+        status = "passed" if answer == "ok" else "failed"
+        tests.append(Result(f"tests/{assignment}/test_toy.py::test_{question}", assignment, 1.0, status,
+                            message="" if status == "passed" else f"expected ok, got {answer}"))
+    return GradeReport(submission=path.name.removesuffix(".zip"), tests=tests, log=["toy grader"])
+
+
+GATE = threading.Semaphore(4)
+
+
+def gated_toy_grade(path: Path) -> GradeReport:
+    """toy_grade for the first four submissions; the others wait (until the test kills the batch), so that
+    the batch is killed part-way through however slowly the machine runs."""
+    if not GATE.acquire(blocking=False):
+        time.sleep(600)
+    return toy_grade(path)
+
+
+def answers(passed: int, failed: int = 1) -> str:
+    lines = [f"alpha q{i} ok" for i in range(passed)] + [f"beta r{i} no" for i in range(failed)]
+    return "\n".join(lines) + "\n"
+
+
+def make_cohort(directory: Path, scores: dict[str, int]) -> None:
+    """One submission per name, scoring `scores[name]`; names ending in `_zip` become zips."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, score in scores.items():
+        if name.endswith("_zip"):
+            with zipfile.ZipFile(directory / f"{name}.zip", "w") as archive:
+                archive.writestr("answers.txt", answers(score))
+        else:
+            (directory / name).mkdir()
+            (directory / name / "answers.txt").write_text(answers(score))
+
+
+def quiet():
+    from rich.console import Console
+
+    return Console(file=open(os.devnull, "w"))
+
+
+def report_of(score: int) -> GradeReport:
+    tests = [Result(f"tests/alpha/t.py::test_{i}", "alpha", 2.0, "passed") for i in range(score)]
+    tests.append(Result("tests/beta/t.py::test_x", "beta", 1.0, "failed", message="bad \ud800"))
+    return GradeReport("s", tests)
+
+
+# ---------------------------------------------------------------------------------------------- gradebook
+
+
+def test_record_stores_scores_per_assignment_and_tests(tmp_path):
+    with Gradebook(tmp_path / "g.sqlite") as book:
+        book.record("alice", "d1", report_of(2))
+        (row,) = book.rows()
+        assert (row["name"], row["digest"], row["status"], row["score"], row["max_score"]) == \
+            ("alice", "d1", "graded", 4.0, 5.0)
+        assert row["assignments"] == {"alpha": [4.0, 4.0], "beta": [0.0, 1.0]}
+        assert [t["name"] for t in book.tests("alice")] == ["tests/alpha/t.py::test_0", "tests/alpha/t.py::test_1",
+                                                            "tests/beta/t.py::test_x"]
+        assert book.tests("alice")[2]["message"] == "bad \\ud800"
+        assert book.report("alice").score == 4.0 and row["message"] == ""
+
+
+def test_a_graded_row_says_how_many_points_need_a_gpu(tmp_path):
+    report = report_of(1)
+    report.tests += [Result(f"tests/beta/t.py::test_gpu{i}", "beta", 1.5, "not_graded") for i in range(2)]
+    with Gradebook(tmp_path / "g.sqlite") as book:
+        book.record("alice", "d1", report)
+        (row,) = book.rows()
+    assert row["message"] == "3 GPU points not graded" and row["max_score"] == 6.0
+
+
+def test_is_current_only_for_the_same_digest_and_a_graded_row(tmp_path):
+    with Gradebook(tmp_path / "g.sqlite") as book:
+        assert not book.is_current("alice", "d1")
+        book.record("alice", "d1", report_of(1))
+        assert book.is_current("alice", "d1") and not book.is_current("alice", "d2")
+        book.record_error("alice", "d1", "Traceback ...\nRuntimeError: boom")
+        assert not book.is_current("alice", "d1")
+        (row,) = book.rows()
+        assert row["status"] == "error" and row["score"] is None and row["message"].endswith("boom")
+        assert book.tests("alice") == [] and book.report("alice") is None
+
+
+def test_recording_again_replaces_the_row_and_its_tests(tmp_path):
+    with Gradebook(tmp_path / "g.sqlite") as book:
+        book.record("alice", "d1", report_of(3))
+        book.record("alice", "d2", report_of(1))
+        (row,) = book.rows()
+        assert row["digest"] == "d2" and row["score"] == 2.0
+        assert len(book.tests("alice")) == 2
+
+
+def test_gradebook_persists_in_wal_mode(tmp_path):
+    with Gradebook(tmp_path / "g.sqlite") as book:
+        book.record("alice", "d1", report_of(1))
+    with Gradebook(tmp_path / "g.sqlite") as book:
+        assert [r["name"] for r in book.rows()] == ["alice"]
+    db = sqlite3.connect(tmp_path / "g.sqlite")
+    assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+def test_export_csv_has_one_row_per_submission(tmp_path):
+    with Gradebook(tmp_path / "g.sqlite") as book:
+        book.record("bob", "d", report_of(1))
+        book.record("alice", "d", GradeReport("alice", [Result("tests/alpha/t.py::a", "alpha", 3.0, "passed")]))
+        book.record_error("carol", "d", "boom")
+        book.export_csv(tmp_path / "grades.csv")
+    rows = list(csv.reader(open(tmp_path / "grades.csv")))
+    assert rows == [["name", "alpha", "beta", "total", "max", "status"],
+                    ["alice", "3.0", "", "3.0", "3.0", "graded"],
+                    ["bob", "2.0", "0.0", "2.0", "3.0", "graded"],
+                    ["carol", "", "", "", "", "error"]]
+
+
+# ------------------------------------------------------------------------------------------------- digest
+
+
+def test_digest_depends_on_paths_and_bytes_only(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    for folder, order in ((a, ["x.py", "pkg/y.py"]), (b, ["pkg/y.py", "x.py"])):
+        for name in order:
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_text(name)
+    assert submission_digest(a) == submission_digest(b)
+    (b / "x.py").write_text("changed")
+    assert submission_digest(a) != submission_digest(b)
+    (b / "x.py").write_text("x.py")
+    (b / "x.py").rename(b / "z.py")
+    assert submission_digest(a) != submission_digest(b)
+
+
+def test_entries_are_folders_and_zips_and_names_must_not_clash(tmp_path):
+    make_cohort(tmp_path / "c", {"alice": 1, "bob_zip": 2})
+    (tmp_path / "c" / "notes.txt").write_text("not a submission")
+    (tmp_path / "c" / ".DS_Store").write_text("")
+    found, ignored = submission_entries(tmp_path / "c")
+    assert sorted(found) == ["alice", "bob_zip"] and ignored == ["notes.txt"]
+    (tmp_path / "c" / "alice.zip").write_bytes(b"")
+    with pytest.raises(BatchError, match="alice.zip .*both submission 'alice'"):
+        submission_entries(tmp_path / "c")
+
+
+# -------------------------------------------------------------------------------------------------- batch
+
+
+def test_batch_grades_folders_and_zips_and_writes_everything(tmp_path):
+    make_cohort(tmp_path / "c", {"alice": 3, "bob_zip": 1, "carol": 0})
+    rows = run_batch(tmp_path / "c", tmp_path / "out", workers=2, grade_fn=toy_grade, console=quiet())
+    assert [(r["name"], r["score"], r["max_score"]) for r in rows] == \
+        [("alice", 3.0, 4.0), ("bob_zip", 1.0, 2.0), ("carol", 0.0, 1.0)]
+    for name in ("alice", "bob_zip", "carol"):
+        assert sorted(p.name for p in (tmp_path / "out" / name).iterdir()) == \
+            ["feedback.md", "junit.xml", "report.json", "results.json"]
+    grades = list(csv.DictReader(open(tmp_path / "out" / "grades.csv")))
+    assert [(g["name"], g["alpha"], g["beta"], g["total"]) for g in grades] == \
+        [("alice", "3.0", "0.0", "3.0"), ("bob_zip", "1.0", "0.0", "1.0"), ("carol", "", "0.0", "0.0")]
+
+
+def test_batch_skips_what_is_graded_and_regrades_a_changed_submission(tmp_path):
+    make_cohort(tmp_path / "c", {"alice": 3, "bob": 1})
+    run_batch(tmp_path / "c", tmp_path / "out", grade_fn=toy_grade, console=quiet())
+    graded = []
+
+    def counting(path):
+        graded.append(path.name)
+        return toy_grade(path)
+
+    run_batch(tmp_path / "c", tmp_path / "out", grade_fn=counting, console=quiet())
+    assert graded == []
+    (tmp_path / "c" / "bob" / "answers.txt").write_text(answers(5, failed=2))
+    rows = run_batch(tmp_path / "c", tmp_path / "out", grade_fn=counting, console=quiet())
+    assert graded == ["bob"]
+    assert [(r["name"], r["score"], r["max_score"]) for r in rows] == [("alice", 3.0, 4.0), ("bob", 5.0, 7.0)]
+    with Gradebook(tmp_path / "out" / "gradebook.sqlite") as book:
+        assert len(book.tests("bob")) == 7
+
+
+def test_a_crashing_grade_fn_loses_nothing_else_and_is_retried(tmp_path):
+    make_cohort(tmp_path / "c", {"alice": 2, "bob": 1, "carol": 3})
+
+    def flaky(path):
+        if path.name == "bob":
+            raise RuntimeError("grader bug on bob")
+        return toy_grade(path)
+
+    rows = run_batch(tmp_path / "c", tmp_path / "out", workers=3, grade_fn=flaky, console=quiet())
+    assert [(r["name"], r["status"]) for r in rows] == [("alice", "graded"), ("bob", "error"), ("carol", "graded")]
+    assert "RuntimeError: grader bug on bob" in rows[1]["message"]
+    rows = run_batch(tmp_path / "c", tmp_path / "out", grade_fn=toy_grade, console=quiet())
+    assert [(r["name"], r["status"], r["score"]) for r in rows] == \
+        [("alice", "graded", 2.0), ("bob", "graded", 1.0), ("carol", "graded", 3.0)]
+
+
+def test_a_report_without_tests_is_an_error(tmp_path):
+    make_cohort(tmp_path / "c", {"alice": 2})
+    failed = GradeReport("alice", log=["the grader failed on this submission (exit code 1: ...)"])
+    (row,) = run_batch(tmp_path / "c", tmp_path / "out", grade_fn=lambda path: failed, console=quiet())
+    assert row["status"] == "error" and "the grader failed" in row["message"]
+    assert (tmp_path / "out" / "alice" / "report.json").exists()
+
+
+def test_batch_refuses_a_missing_folder(tmp_path):
+    with pytest.raises(BatchError, match="is not a folder"):
+        run_batch(tmp_path / "missing", tmp_path / "out", grade_fn=toy_grade, console=quiet())
+
+
+def test_batch_refuses_an_unknown_overlap(tmp_path):
+    make_cohort(tmp_path / "c", {"alice": 1})
+    with pytest.raises(BatchError, match="overlap must be one of auto, always, never, got 'sometimes'"):
+        run_batch(tmp_path / "c", tmp_path / "out", grade_fn=toy_grade, console=quiet(), overlap="sometimes")
+    assert not (tmp_path / "out" / "gradebook.sqlite").exists()
+
+
+def test_a_server_that_does_not_stop_is_killed_and_the_others_still_close(tmp_path):
+    from autograder.grading.client import GradingServer, ServerPool
+
+    hung, idle = GradingServer(), GradingServer()
+    hung.proc = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, "
+                                  "signal.SIG_IGN); time.sleep(60)"], stdin=subprocess.PIPE)
+    pool = ServerPool()
+    pool.servers = [hung, idle]
+    hung.close = lambda: GradingServer.close(hung, timeout=0.5)
+    started = time.monotonic()
+    pool.close()
+    assert time.monotonic() - started < 20
+    assert hung.proc.returncode is not None
+    assert not Path(hung.tmp.name).exists() and not Path(idle.tmp.name).exists()
+
+
+def _count(database: Path) -> int:
+    try:
+        db = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
+        try:
+            return db.execute("SELECT COUNT(*) FROM submissions").fetchone()[0]
+        finally:
+            db.close()
+    except sqlite3.OperationalError:  # not created yet
+        return 0
+
+
+BATCH_SCRIPT = """
+import sys
+from pathlib import Path
+from autograder.cohort.batch import run_batch
+from tests.autograder.report.test_gradebook import gated_toy_grade
+run_batch(Path(sys.argv[1]), Path(sys.argv[2]), workers=2, grade_fn=gated_toy_grade)
+"""
+
+
+def test_killed_batch_resumes_with_every_submission_once(tmp_path):
+    scores = {f"s{i:02d}" + ("_zip" if i % 3 == 0 else ""): i % 5 for i in range(12)}
+    make_cohort(tmp_path / "c", scores)
+    database = tmp_path / "out" / "gradebook.sqlite"
+    batch = subprocess.Popen([sys.executable, "-c", BATCH_SCRIPT, str(tmp_path / "c"), str(tmp_path / "out")],
+                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while _count(database) < 3 and batch.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert batch.poll() is None, "the batch ended before it was killed"
+    os.kill(batch.pid, signal.SIGKILL)
+    _, stderr = batch.communicate()
+    assert batch.returncode == -signal.SIGKILL, stderr.decode()
+    recorded = _count(database)
+    assert 3 <= recorded < len(scores)
+    regraded = []
+
+    def counting(path):
+        regraded.append(path.name)
+        return toy_grade(path)
+
+    rows = run_batch(tmp_path / "c", tmp_path / "out", workers=3, grade_fn=counting, console=quiet())
+    assert len(regraded) == len(scores) - recorded
+    assert {r["name"]: r["score"] for r in rows} == {name: float(score) for name, score in scores.items()}
+    db = sqlite3.connect(database)
+    assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    per_submission = dict(db.execute("SELECT submission, COUNT(*) FROM tests GROUP BY submission"))
+    assert per_submission == {name: score + 1 for name, score in scores.items()}
