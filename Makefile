@@ -24,17 +24,23 @@ PYTEST := $(PYTHON) -m pytest
 SUBMISSION ?=
 COHORT ?= build/cohort
 GRADES ?= build/grades
+# `make grade SUBMISSION=path` writes GRADED_ONE/<name>: never a batch's GRADES, whose files the gradebook owns.
+GRADED_ONE ?= build/grade
 WORKERS ?= 2
+# `make test A=gpu_kernels`: only that assignment's public tests (tests/<A>).
+A ?=
 
 .PHONY: help install sandbox-tools test test-public assignments check-sync roofline bench bench-grader grade
 
 help:
 	@echo "make test          install if needed, then run the whole suite (public tests, tooling, grader)"
+	@echo "make test A=NAME   only the public tests of one assignment (e.g. A=gpu_kernels)"
 	@echo "make assignments   regenerate assignments/ (student stubs) from solutions/"
 	@echo "make roofline      write build/roofline.png (H100 and H200 rooflines with the lecture's ops)"
 	@echo "make bench         attention benchmarks: table and build/bench_attention.png"
 	@echo "make bench-grader  the grading loop: trusted grader (1 and 2 workers, and through Slurm) against nbgrader, student make test"
 	@echo "make grade         grade a sample cohort, or one submission: make grade SUBMISSION=path"
+	@echo "make load-check    the sample cohort graded idle and under load: every test result must be the same"
 	@echo "make report        write the cohort report of GRADES (build/grades) again: GRADES/report/index.html"
 	@echo "make bench-report  time the cohort report: the sample cohort and a synthetic one of 500 submissions"
 	@echo "make report-screenshot  the README's screenshot of the report, in headless chromium (make browser-tools installs it)"
@@ -72,7 +78,8 @@ browser-tools:
 	  else echo "note: chromium and chromedriver are not installed; install Debian's 'chromium' and 'chromium-driver' to run the cohort report's browser tests"; fi; }
 
 test: install sandbox-tools browser-tools
-	$(PYTEST)
+	@test -z "$(A)" || test -d "assignments/$(A)" || { echo "make test A=$(A): no such assignment; A is one of:" $$(ls assignments); exit 2; }
+	$(PYTEST) $(if $(A),tests/$(A))
 
 test-public: install
 	$(PYTEST) tests/resource_accounting tests/flash_attention tests/gpu_kernels
@@ -114,8 +121,16 @@ ifeq ($(SUBMISSION),)
 	  status=$$?; $(PYTHON) -m autograder similarity $(COHORT) --out $(GRADES) || status=1; test -f $(GRADES)/report/index.html && echo "cohort report: $(abspath $(GRADES))/report/index.html"; \
 	  exit $$status
 else
-	$(PYTHON) -m autograder grade $(SUBMISSION) --out $(GRADES)/$(notdir $(basename $(patsubst %/,%,$(SUBMISSION))))
+	$(PYTHON) -m autograder grade $(SUBMISSION) --out $(GRADED_ONE)/$(notdir $(basename $(patsubst %/,%,$(SUBMISSION))))
 endif
+
+# One submission, one grade: the sample cohort graded idle and again beside busy CPUs with more workers than
+# cores; exits non-zero on any test whose result differs (README "Budgets in CPU seconds"). About twice
+# `make grade`'s time. LOAD_CHECK_ARGS=--member correct --member stubs grades fewer.
+LOAD_CHECK_ARGS ?=
+.PHONY: load-check
+load-check: install sandbox-tools
+	$(PYTHON) -m autograder.cohort.load_check --timeout $(SAMPLE_TIMEOUT) $(LOAD_CHECK_ARGS)
 
 # The cohort report (README "The cohort report"): `batch` writes it; `make report` writes it again from the
 # gradebook; `make report-screenshot` takes the README's screenshot of the sample cohort's report.

@@ -3,6 +3,7 @@
     python -m autograder grade SUBMISSION [--assignment NAME] [--out DIR] [--timeout S] [--select EXPR] [--seed N]
         [--submission-metadata submission_metadata.json] [--course grading.toml]
     python -m autograder batch DIR --out OUT [--workers N] [--timeout S] [--overlap auto|always|never] [--regrade NAME]
+        [--seed N]
         [--times times.csv|EVENTS_DIR]
         [--course grading.toml] [--executor local|slurm] [--partition P] [--account A] [--qos Q]
         [--gpus-per-task G] [--constraint C] [--time MINUTES] [--per-task K] [--max-parallel N]
@@ -13,19 +14,21 @@
 
 Exit codes: 0 when grading completed, whatever the score; 1 when the grader itself failed on a
 submission (grade, nbgrader) or some submissions are recorded as errors (batch; rerun to retry them);
-2 for a usage error.
+2 for a usage error; 130 (Ctrl-C) or 141 (its output pipe closed) for a batch interrupted, which keeps what it graded.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from autograder.cohort.course import COURSE_FILE, EXECUTORS, ClusterOptions, CourseError, load_cluster, load_late
+from autograder.cohort.course import (COURSE_FILE, EXECUTORS, ClusterOptions, CourseError, load_cluster, load_late,
+                                      load_seed_secret)
 from autograder.grading.client import OVERLAP_CHOICES
 from autograder.report.terminal import gradebook_table, print_report
 
@@ -61,7 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--select", metavar="EXPR", help="only the tests matching this pytest -k expression "
                        "(e.g. 'not hidden' for the public tests); the written answers are graded only without it, or "
                        "when it says 'written'")
-    grade.add_argument("--seed", type=int, metavar="N", help="seed of the randomised tests, to reproduce a run")
+    grade.add_argument("--seed", type=int, metavar="N", help="seed of the randomised tests (default: the "
+                       "submission's own, from its name and the course file's [grading] seed_secret)")
     grade.add_argument("--submission-metadata", type=Path, metavar="FILE", help="Gradescope's submission_metadata."
                        "json: apply the course file's late policy with its created_at and the student's due date")
     grade.add_argument("--course", type=Path, metavar="FILE", help=f"the course file with the late policy (default: "
@@ -81,6 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "the machine has two cores per worker")
     batch.add_argument("--regrade", action="append", default=[], metavar="NAME",
                        help="grade this submission again even if its gradebook row is current (repeatable)")
+    batch.add_argument("--seed", type=int, metavar="N", help="one seed of the randomised tests for every "
+                       "submission (default: each submission's own, from its name and the course file's [grading] "
+                       "seed_secret: the same on every regrade)")
     batch.add_argument("--times", type=Path, metavar="CSV_OR_DIR", help="submission times, to apply the course "
                        "file's late policy: a CSV (student,time[,assignment]) or a folder of GitHub push events "
                        "(<student>.json)")
@@ -133,7 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="known public solutions to compare each submission with: a package layout, or a "
                          "folder of them")
     similar.set_defaults(command=similarity_command, parser=similar)
-    report = verbs.add_parser("report", help="write the cohort report, OUT/report/index.html, from a gradebook")
+    report = verbs.add_parser("report", help="write every file again from a gradebook: each submission's reports, "
+                              "grades.csv, the grading sheets and the cohort report, OUT/report/index.html")
     report.add_argument("out", type=Path, metavar="OUT", help="the --out folder of `batch` (holding gradebook.sqlite)")
     report.set_defaults(command=report_command, parser=report)
     return parser
@@ -157,9 +165,12 @@ def grade_command(args: argparse.Namespace) -> int:
     from autograder.grading.intake import submission_name
 
     out = args.out or Path("out") / submission_name(args.submission.resolve())
+    from autograder.cohort.batch import private_folder
+
+    private_folder(out)
     policy = late_policy(args, required=False) if args.submission_metadata else None
     report = grade(args.submission, out=out, assignment=args.assignment, call_timeout=args.timeout,
-                   select=args.select, seed=args.seed)
+                   select=args.select, seed=args.seed, secret=seed_secret(args))
     console = Console()
     print_report(report, console)
     if policy is not None and report.tests:
@@ -168,7 +179,9 @@ def grade_command(args: argparse.Namespace) -> int:
         for line in apply_to_submission(report, out, policy, args.submission_metadata):
             console.print(Text(f"late policy: {line}", style="yellow"))
     console.print(Text(f"reports written to {out}"))
-    if not report.tests:
+    if report.not_gradable:
+        console.print(Text(f"not gradable: {report.not_gradable}", style="bold red"), soft_wrap=True)
+    elif not report.tests:
         console.print(Text("grading did not complete: the log above says why", style="bold red"))
         return 1
     return 0
@@ -180,6 +193,21 @@ def cluster_options(args: argparse.Namespace) -> ClusterOptions:
     try:
         options = load_cluster(course) if course else ClusterOptions()
         return options.replace(**{name: getattr(args, name) for name in CLUSTER_FLAGS})
+    except CourseError as exc:
+        args.parser.error(str(exc))
+
+
+def seed_secret(args: argparse.Namespace) -> str:
+    """The course file's [grading] seed_secret ("" without a course file), once the whole file is checked
+    (an unknown table is refused here as `make gradescope` refuses it)."""
+    from autograder.cohort.course import check
+    from autograder.grading.intake import ASSIGNMENTS
+
+    course = args.course or (Path(COURSE_FILE) if Path(COURSE_FILE).is_file() else None)
+    try:
+        if course:
+            check(course, sorted(p.parent.name for p in ASSIGNMENTS.glob("*/__init__.py")))
+        return load_seed_secret(course) if course else ""
     except CourseError as exc:
         args.parser.error(str(exc))
 
@@ -214,18 +242,62 @@ def late_setup(args: argparse.Namespace):
 
 
 def batch_command(args: argparse.Namespace) -> int:
+    """The batch; ended by Ctrl-C or a closed output pipe (`| head`), it ends quietly, saying what is kept."""
+    try:
+        return _batch(args)
+    except (KeyboardInterrupt, BrokenPipeError) as exc:
+        return _interrupted(args.out, exc)
+
+
+class _PipeConsole(Console):
+    """A console whose closed output pipe reaches batch_command as BrokenPipeError (Rich's own answer is to
+    exit with status 1, silently)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True  # nothing more to print there
+        raise BrokenPipeError("the output pipe closed")
+
+
+def _interrupted(out: Path, exc: BaseException) -> int:
+    """Say on stderr what the gradebook keeps (each submission is stored as soon as it is graded, and the
+    runners have removed their stages); 130 after Ctrl-C, 141 (as SIGPIPE) after a closed pipe."""
+    import os
+    import sys
+
+    if isinstance(exc, BrokenPipeError):  # stdout is gone: what Python still flushes at exit goes nowhere
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    book, kept = out / "gradebook.sqlite", []
+    if book.is_file():
+        from autograder.report.gradebook import Gradebook
+
+        with Gradebook(book) as gradebook:
+            kept = [row["status"] for row in gradebook.rows()]
+    how = "by Ctrl-C" if isinstance(exc, KeyboardInterrupt) else "its output pipe closed"
+    errors = kept.count("error")
+    with contextlib.suppress(OSError):
+        sys.stderr.write(f"batch interrupted ({how}): {book} keeps {len(kept) - errors} graded submission(s)"
+                         + (f" and {errors} error(s)" if errors else "")
+                         + "; run the same command again to grade the rest (what is kept is not graded again); "
+                         f"grades.csv and the cohort report are written when a batch completes, or by "
+                         f"`python -m autograder report {out}`\n")
+    return 130 if isinstance(exc, KeyboardInterrupt) else 141
+
+
+def _batch(args: argparse.Namespace) -> int:
     require_isolation(args)
     from autograder.cohort.batch import BatchError, run_batch
     from autograder.cohort.executors import SlurmExecutor
 
     late = late_setup(args)
     options = cluster_options(args)
-    executor = SlurmExecutor(options, call_timeout=args.timeout) if options.executor == "slurm" else None
-    console = Console()
+    secret = seed_secret(args)
+    executor = (SlurmExecutor(options, call_timeout=args.timeout, seed=args.seed, secret=secret)
+                if options.executor == "slurm" else None)
+    console = _PipeConsole()
     try:
         rows = run_batch(args.directory, args.out, workers=args.workers, call_timeout=args.timeout,
                          console=console, overlap=args.overlap, executor=executor, regrade=tuple(args.regrade),
-                         late=late)
+                         late=late, seed=args.seed, secret=secret)
     except BatchError as exc:
         args.parser.error(str(exc))
     console.print(gradebook_table(rows))
@@ -283,6 +355,9 @@ def manual_command(args: argparse.Namespace) -> int:
     except ManualError as exc:
         console.print(Text(str(exc), style="bold red"))
         return 2
+    from autograder.cohort.publish import publish
+
+    publish(args.out)  # every file from the gradebook: reports, grades.csv, the sheets, the cohort report
     with Gradebook(args.out / "gradebook.sqlite") as book:
         console.print(gradebook_table(book.rows()))
     console.print(Text(f"scores imported for {len(changed)} submission(s); grades in {args.out / 'grades.csv'}"))
@@ -302,7 +377,7 @@ def similarity_command(args: argparse.Namespace) -> int:
     console = Console()
     for name, why in result.skipped.items():
         console.print(Text(clean(f"{name}: not compared ({why})"), style="yellow"))
-    console.print(Text(f"{len(result.submissions)} submissions, {len(result.pairs)} pair(s) of files above "
+    console.print(Text(f"{len(result.submissions)} submissions, {len(result.pairs)} pair(s) of submissions above "
                        f"{result.threshold:g}: {table}, {page}"))
     if (args.out / "gradebook.sqlite").exists():  # the cohort report links the similarity page: rewrite it
         from autograder.report.site import write_site
@@ -312,10 +387,11 @@ def similarity_command(args: argparse.Namespace) -> int:
 
 
 def report_command(args: argparse.Namespace) -> int:
-    from autograder.report.site import write_site
+    """Write every file from the gradebook again (autograder.cohort.publish), the cohort report among them."""
+    from autograder.cohort.publish import publish
 
     try:
-        index = write_site(args.out)
+        index = publish(args.out)
     except FileNotFoundError as exc:
         args.parser.error(str(exc))
     print(f"cohort report {index}")

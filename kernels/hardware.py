@@ -79,3 +79,8 @@ def gpu(name: str) -> GPU:
 SHARED_MEMORY_PER_BLOCK = {"sm_80": 163 * 1024, "sm_90": 227 * 1024, "sm_100": 227 * 1024}
 # The course's GPUs by architecture, for messages.
 ARCHITECTURE_GPUS = {"sm_80": "A100", "sm_90": "H100, H200", "sm_100": "B200"}
+# Launch limits, the same for 8.0, 9.0 and 10.0 (same table): at most 1024 threads per block and 64K
+# 32-bit registers per block (and per SM). A kernel built for more threads (num_warps=64 asks for 2048)
+# or registers x threads above 64K cannot launch; Triton finds out only at launch, on the GPU.
+MAX_THREADS_PER_BLOCK = 1024
+REGISTERS_PER_BLOCK = 64 * 1024

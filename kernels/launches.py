@@ -19,10 +19,23 @@ through 3.9; the recorder wraps it on both classes and restores the originals on
 Each launch is also kept as plain data in `launches.launches`: the kernel's module and name, each
 argument's kind and Triton type ("*bf16" for a bf16 tensor, "i32", "fp32", or a constexpr's value) and
 the launch options (num_warps, num_stages). `record_launches(dry_run=True)` records without running
-anything: with Triton compiling (TRITON_INTERPRET unset) and fake CUDA tensors, host code takes its
+anything, and with each argument Triton's specialisation of it (specialization(), below): with Triton
+compiling (TRITON_INTERPRET unset) and fake CUDA tensors, host code takes its
 GPU path on a machine without a GPU and the recorder sees what it would launch there
 (kernels.crosscompile builds those launches for a named GPU). An autotuned kernel's configs are
 recorded with it; a dry run passes its first config on.
+
+Specialisation: a GPU launch compiles the kernel for what it is given. An integer argument equal to 1
+(a unit stride) becomes a constant, and pointers and integers divisible by 16 are marked
+`tt.divisibility = 16`; only then are loads known to be contiguous and aligned, and only then does the
+software pipeliner copy tiles asynchronously into `num_stages` buffers (a build without it needs less
+shared memory than the GPU's). The dry run asks Triton's own launcher code for it
+(`create_function_from_signature`, the binder JITFunction.run calls, and JITFunction._pack_args; the
+same in Triton 3.6 and 3.9). A fake tensor has no memory, so its data pointer is assumed to be where a
+CUDA allocation puts it: at a multiple of 256 bytes (cudaMalloc's alignment, kept by PyTorch's caching
+allocator), plus the tensor's storage offset in bytes; so a view such as `x[1:]` of a bf16 matrix with 7
+columns is not 16-byte aligned, as on a GPU. Where Triton lacks that code the launch is described
+without it and says why ("specialization_error"): its builds are then unspecialised.
 """
 
 from __future__ import annotations
@@ -39,6 +52,9 @@ import kernels  # noqa: F401  (select the interpreter before Triton is imported)
 _LAUNCHERS = (("triton.runtime.jit", "JITFunction"), ("triton.runtime.interpreter", "InterpretedFunction"))
 # Keyword arguments of a launch that are options of the build, not arguments of the kernel.
 _OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+# Where a CUDA allocation starts: a multiple of 256 bytes (CUDA C++ Programming Guide, "Device Memory
+# Accesses": cudaMalloc's alignment). Any such base gives the same specialisation; this one is not 0.
+_ALLOCATION_BASE = 256 * 4096
 _TRITON_TYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64", "int8": "i8",
                  "int16": "i16", "int32": "i32", "int64": "i64", "uint8": "u8", "bool": "i1"}
 
@@ -92,10 +108,12 @@ def _plain(value: Any) -> Any:
     return value if value is None or isinstance(value, (bool, int, float, str)) else repr(value)
 
 
-def describe_launch(kernel, args: tuple, kwargs: dict) -> dict:
+def describe_launch(kernel, args: tuple, kwargs: dict, specialize: bool = False) -> dict:
     """One launch as plain data: {"name", "module", "args": [{"name", "type"} or {"name", "constexpr"}],
     "options": {num_warps, num_stages, ...}, "configs": []}. Arguments that cannot be typed get "type": None
-    and an "error"; the launch itself is unaffected."""
+    and an "error"; the launch itself is unaffected. With `specialize`, each argument also carries what a GPU
+    launch specialises it to (specialization(): "constexpr": 1 or "divisibility": 16), or the launch says
+    why it could not be had ("specialization_error")."""
     fn = getattr(kernel, "fn", kernel)
     params = list(inspect.signature(fn).parameters.values())
     bound = dict(zip((p.name for p in params), args))
@@ -110,8 +128,59 @@ def describe_launch(kernel, args: tuple, kwargs: dict) -> dict:
             described.append({"name": p.name, "type": _triton_type(value)})
         except TypeError as exc:
             described.append({"name": p.name, "type": None, "error": str(exc)})
-    return {"name": _kernel_name(kernel), "module": getattr(fn, "__module__", ""), "args": described,
-            "options": {k: kwargs[k] for k in _OPTIONS if isinstance(kwargs.get(k), int)}, "configs": []}
+    launch = {"name": _kernel_name(kernel), "module": getattr(fn, "__module__", ""), "args": described,
+              "options": {k: kwargs[k] for k in _OPTIONS if isinstance(kwargs.get(k), int)}, "configs": []}
+    if specialize:
+        try:
+            found = specialization(kernel, args, kwargs)
+        except Exception as exc:  # noqa: BLE001  (an unspecialised description is still right, only less exact)
+            launch["specialization_error"] = f"{type(exc).__name__}: {exc}"
+        else:
+            for arg in described:
+                arg.update(found.get(arg["name"], {}) if "type" in arg and arg["type"] else {})
+    return launch
+
+
+class _DataPointer:
+    """A tensor argument as Triton's specialisation reads it: its dtype and data pointer (a fake tensor has none)."""
+
+    def __init__(self, tensor) -> None:
+        self.dtype = tensor.dtype
+        self._address = _ALLOCATION_BASE + tensor.storage_offset() * tensor.element_size()
+
+    def data_ptr(self) -> int:
+        return self._address
+
+
+def specialization(kernel, args: tuple, kwargs: dict) -> dict[str, dict]:
+    """{argument name: what a GPU launch specialises it to}: {"constexpr": 1} for an integer equal to 1,
+    {"divisibility": 16} for a pointer or integer divisible by 16; arguments without either are left out.
+
+    Computed by Triton's own launcher code for an NVIDIA target (the module docstring says which and how
+    a fake tensor's data pointer is taken). Raises when this Triton lacks that code.
+    """
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import make_backend
+    from triton.runtime.jit import create_function_from_signature
+
+    fn = kernel
+    if not all(hasattr(fn, name) for name in ("signature", "params", "_pack_args")):
+        raise TypeError(f"Triton {triton.__version__}: {type(fn).__name__} has no signature, params or _pack_args")
+    backend = make_backend(GPUTarget("cuda", 90, 32))  # NVIDIA's rules are the same for every architecture
+    binder = create_function_from_signature(fn.signature, fn.params, backend)
+    launch = {k: v for k, v in kwargs.items() if k not in ("grid", "warmup")}
+    args = tuple(_DataPointer(a) if hasattr(a, "storage_offset") else a for a in args)
+    launch = {k: _DataPointer(v) if hasattr(v, "storage_offset") else v for k, v in launch.items()}
+    bound, specialized, options = binder(*args, **launch)
+    _, signature, constexprs, attrs = fn._pack_args(backend, launch, bound, specialized, options)
+    found = {}
+    for i, param in enumerate(fn.params):
+        if signature.get(param.name) == "constexpr" and not param.is_constexpr and (i,) in constexprs:
+            found[param.name] = {"constexpr": _plain(constexprs[(i,)])}
+        elif ["tt.divisibility", 16] in attrs.get((i,), []):
+            found[param.name] = {"divisibility": 16}
+    return found
 
 
 def _config(config) -> dict:
@@ -158,7 +227,7 @@ def record_launches(dry_run: bool = False) -> Iterator[LaunchRecord]:
             if not kwargs.get("warmup", False):
                 record.names.append(_kernel_name(self))
                 try:
-                    record.launches.append(describe_launch(self, args, kwargs))
+                    record.launches.append(describe_launch(self, args, kwargs, specialize=dry_run))
                 except Exception as exc:  # noqa: BLE001  (describing must never break the launch itself)
                     record.launches.append({"name": _kernel_name(self), "error": f"{type(exc).__name__}: {exc}"})
                 if pending_configs:

@@ -15,7 +15,9 @@ is reported as skipped, never silently dropped):
     leaderboard row (CS336's configuration: batch 1, 16 heads, d 64, seq 16384, bf16, causal,
     forward+backward);
  5. each GPU threshold of the suites beside the value measured, and the GPU build of kernels
-    .crosscompile beside what ran.
+    .crosscompile beside what ran: for each kernel and config, the cross-compiled shared memory,
+    registers and stack beside the same kernel's `kernel.metadata.shared`, `n_regs` and `n_spills`
+    after a real launch (`--agreement`), so the first GPU run tells whether the CPU checks can be trusted.
 
 Without CUDA it refuses (exit 2) and says what runs on a CPU instead.
 """
@@ -129,7 +131,7 @@ def render(steps: list[Step], environment: str) -> str:
             out += ["", f"## {s.name}: tests not passed", ""]
             out += [f"- `{t}`: {outcome}: {message}" for t, (outcome, message) in sorted(failed.items())]
     for s in steps:
-        if s.name in ("bench", "crosscompile") or s.returncode not in (0, None):
+        if s.name in ("bench", "crosscompile", "agreement") or s.returncode not in (0, None):
             out += ["", f"## {s.name}: output (last lines)", "", "```", *s.output.strip().splitlines()[-60:], "```"]
     return "\n".join(out) + "\n"
 
@@ -150,16 +152,50 @@ def environment() -> str:
     return "\n".join(lines)
 
 
+def agreement(crosscompiled: Path) -> list[str]:
+    """Markdown rows: each kernel the quick cross-compile built (its JSON) beside the same kernel compiled
+    and launched here (bf16, d 64: the quick matrix's calls, on real CUDA tensors). Needs a GPU."""
+    import json
+
+    import torch
+
+    from kernels.crosscompile import jit_function
+    from kernels.crosscompile.project import demos_call, flash_attention_call, gpu_kernels_call
+
+    def make(*shape, dtype=torch.bfloat16):
+        return torch.randn(*shape, dtype=dtype, device="cuda")
+
+    for call in (flash_attention_call("solutions", "bf16", 64, True), demos_call("bf16"),
+                 flash_attention_call("solutions", "bf16", 64, False), gpu_kernels_call("solutions", "bf16")):
+        call(make)
+    torch.cuda.synchronize()
+    rows = ["| kernel | warps | stages | shared KiB (CPU / GPU) | registers (CPU / GPU) | stack B / GPU spills |",
+            "|---|---|---|---|---|---|"]
+    for b in json.loads(crosscompiled.read_text()):
+        caches = getattr(jit_function(b["module"], b["kernel"]), "device_caches", {})
+        for kernel in (k for cache in caches.values() for k in cache[0].values()):
+            meta = kernel.metadata
+            if (meta.num_warps, meta.num_stages) == (b["num_warps"], b["num_stages"]):
+                rows.append(f"| {b['kernel']} | {b['num_warps']} | {b['num_stages']} | "
+                            f"{b['shared_bytes'] / 1024:.1f} / {meta.shared / 1024:.1f} | {b['registers']} / {getattr(kernel, 'n_regs', '?')} | "
+                            f"{b['spill_bytes']} / {getattr(kernel, 'n_spills', '?')} |")
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "gpu_validate.md")
     parser.add_argument("--budget", type=float, default=BUDGET_S, help="seconds for all steps together")
+    parser.add_argument("--agreement", type=Path, help="print a cross-compile JSON beside the kernels launched here")
     args = parser.parse_args(argv)
     import torch
 
     if not torch.cuda.is_available():
         print(NO_GPU, file=sys.stderr)
         return 2
+    if args.agreement:
+        print("\n".join(agreement(args.agreement)))
+        return 0
     work = args.out.parent / "gpu_validate"
     work.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + args.budget
@@ -177,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
          work / "stubs.xml"),
         (Step("crosscompile", [sys.executable, "-m", "kernels.crosscompile", "--quick", "--json",
                                str(work / "crosscompile.json")], 30), None),
+        (Step("agreement", [sys.executable, "scripts/gpu_validate.py", "--agreement", str(work / "crosscompile.json")],
+              60), None),
     ]
     done = [run_step(step, deadline, junit) for step, junit in steps]
     args.out.write_text(render(done, environment()))

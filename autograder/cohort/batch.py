@@ -7,8 +7,10 @@ Each entry of the folder that is a folder or a .zip is one submission, named aft
 a crash, or after adding or changing a few submissions, grades only what is new. Grading runs in
 `workers` threads (each grading runs its own subprocesses, so threads suffice), or on a Slurm
 cluster with `executor=SlurmExecutor(...)` (autograder.cohort.executors); results are written to
-out/<name>/ and recorded in out/gradebook.sqlite by the main thread alone, as they arrive;
-out/grades.csv is exported at the end, then the cohort report, out/report/index.html.
+out/<name>/ and recorded in out/gradebook.sqlite by the main thread alone, as they arrive. At the end
+every file is written again from the gradebook (autograder.cohort.publish): each submission's reports
+(hand-graded points and the late policy included), out/grades.csv and the cohort report,
+out/report/index.html.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ def submission_entries(directory: Path) -> tuple[dict[str, Path], list[str]]:
 def run_batch(directory: Path, out: Path, workers: int = 1, grade_fn: GradeFn | None = None, *,
               call_timeout: float = 60.0, console: Console | None = None, overlap: str = "auto",
               executor: LocalExecutor | SlurmExecutor | None = None, regrade: tuple[str, ...] = (),
-              late: tuple | None = None) -> list[dict]:
+              late: tuple | None = None, seed: int | None = None, secret: str = "") -> list[dict]:
     """Grade what is new or changed in `directory`; return the gradebook's rows (Gradebook.rows()).
 
     Without `grade_fn`, warm grading servers grade (autograder.grading.client.ServerPool), each call into
@@ -67,13 +69,18 @@ def run_batch(directory: Path, out: Path, workers: int = 1, grade_fn: GradeFn | 
     `executor` (e.g. autograder.cohort.executors.SlurmExecutor) grades elsewhere; `workers`, `grade_fn` and
     `overlap` then do not apply. The submissions named in `regrade` are graded again even where current.
     `late` = (a LatePolicy, the submission times) applies the late policy to every graded submission
-    (autograder.cohort.late): the gradebook keeps raw and penalised scores, and grades.csv shows both."""
+    (autograder.cohort.late): the gradebook keeps raw and penalised scores, and grades.csv shows both.
+    Each submission's randomised tests draw from its own seed (autograder.grading.client.seed_for, with
+    the course's `secret`) unless `seed` fixes one for all. A report the machine was too busy to finish
+    (GradeReport.overloaded) is graded again after the others, alone; if it still cannot finish it is
+    recorded as an error, graded again on the next run."""
     directory, out = Path(directory), Path(out)
     if not directory.is_dir():
         raise BatchError(f"{directory} is not a folder: give a folder holding one folder or .zip "
                          "per submission")
     if workers < 1:
         raise BatchError(f"workers must be at least 1, got {workers}")
+    private_folder(out)
     from autograder.grading.client import ServerPool, overlaps
 
     try:
@@ -82,7 +89,7 @@ def run_batch(directory: Path, out: Path, workers: int = 1, grade_fn: GradeFn | 
         raise BatchError(str(exc)) from None
     pool = None
     if grade_fn is None and executor is None:  # warm grading servers, one per worker thread
-        pool = ServerPool(call_timeout=call_timeout, overlap=overlapping)
+        pool = ServerPool(call_timeout=call_timeout, overlap=overlapping, seed=seed, secret=secret)
         grade_fn = pool.grade
     executor = executor or LocalExecutor(workers, grade_fn)
     console = console or Console()
@@ -99,34 +106,46 @@ def run_batch(directory: Path, out: Path, workers: int = 1, grade_fn: GradeFn | 
                 if name in regrade or not book.is_current(name, digests[name])}
         console.print(Text(f"{len(entries)} submissions in {directory}: {len(todo)} to grade, "
                            f"{len(entries) - len(todo)} already graded"))
+        overloaded: dict[str, GradeReport] = {}
         try:
             for name, outcome in executor.run(todo, out, console, again=set(regrade)) if todo else ():
-                _store(name, digests[name], outcome, out, book, console)
+                if isinstance(outcome, GradeReport) and outcome.overloaded and pool is not None:
+                    overloaded[name] = outcome  # graded again below, alone
+                else:
+                    _store(name, digests[name], _overload_error(outcome), out, book, console)
         except ExecutorError as exc:
             raise BatchError(str(exc)) from None
         finally:
             if pool is not None:
                 pool.close()
+        if overloaded:
+            console.print(Text(f"{len(overloaded)} submission(s) met an overloaded machine: graded again, one "
+                               "at a time"))
+            alone = ServerPool(call_timeout=call_timeout, overlap=False, seed=seed, secret=secret)
+            try:
+                for name in overloaded:
+                    _store(name, digests[name], _overload_error(alone.grade(entries[name])), out, book, console)
+            finally:
+                alone.close()
         if late is not None:
             from autograder.cohort.late import apply
 
-            for warning in apply(book, *late, out)[1]:
+            for warning in apply(book, *late)[1]:
                 console.print(Text(f"late policy: {warning}", style="yellow"))
-        book.export_csv(out / "grades.csv")
         rows = book.rows()
-    _write_report(out, console)
+    _publish(out, console)
     return rows
 
 
-def _write_report(out: Path, console: Console) -> None:
-    """The cohort report (autograder.report.site), once the gradebook is complete. The grades are stored
-    whatever happens here, so a failure to write the report is said, not raised."""
-    from autograder.report.site import write_site
+def _publish(out: Path, console: Console) -> None:
+    """Every file from the gradebook (autograder.cohort.publish), once it is complete. The grades are stored
+    whatever happens here, so a failure to write the files is said, not raised."""
+    from autograder.cohort.publish import publish
 
     try:
-        console.print(Text(f"cohort report {write_site(out)}"), soft_wrap=True)
+        console.print(Text(f"cohort report {publish(out)}"), soft_wrap=True)
     except Exception as exc:  # noqa: BLE001 (any bug of the report must not hide the stored grades)
-        console.print(Text(f"the cohort report could not be written ({type(exc).__name__}: {exc}); "
+        console.print(Text(f"the reports could not be written ({type(exc).__name__}: {exc}); "
                            f"`python -m autograder report {out}` tries again", style="red"), soft_wrap=True)
 
 
@@ -138,6 +157,10 @@ def _store(name: str, digest: str, outcome: Outcome, out: Path, book: Gradebook,
         return
     report = outcome
     write_all(report, out / name)
+    if report.not_gradable:  # nothing of it could be graded: listed with its reason, never a 0
+        book.record(name, digest, report)
+        console.print(Text(clean(f"{name}: not gradable ({report.not_gradable})"), style="yellow"), soft_wrap=True)
+        return
     if not report.tests:
         # grade() reports a failure of the grader itself as a report without tests.
         message = "; ".join(report.log) or "the grader returned no test results"
@@ -145,6 +168,23 @@ def _store(name: str, digest: str, outcome: Outcome, out: Path, book: Gradebook,
         _say_error(console, name, message)
         return
     book.record(name, digest, report)
+
+
+def private_folder(folder: Path) -> None:
+    """The grader's output folder (gradebook, reports, every student's results) closed to other users: a
+    worker running as a user of its own, without bubblewrap, must not read another student's report."""
+    folder.mkdir(parents=True, exist_ok=True)
+    folder.chmod(0o700)
+
+
+def _overload_error(outcome: Outcome) -> Outcome:
+    """A report with tests the machine was too busy to finish is no grade: an error, graded again later."""
+    if isinstance(outcome, GradeReport) and outcome.overloaded:
+        shown = ", ".join(outcome.overloaded[:3]) + (" ..." if len(outcome.overloaded) > 3 else "")
+        return (f"grader overloaded: {len(outcome.overloaded)} test(s) could not finish on this machine ({shown}), "
+                "though the submission stayed within its CPU budget; grade with fewer --workers or on a less busy "
+                "machine")
+    return outcome
 
 
 def _say_error(console: Console, name: str, message: str) -> None:

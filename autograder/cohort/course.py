@@ -25,8 +25,13 @@
     per_day = 0.1              # "capped": the same, never more than `cap`; "late_days": the student's budget
     cap = 0.3                  # first, then [late_days] after
 
-load_cluster reads [cluster] and load_late the rest; each leaves the other's tables alone. An unknown
-key, a due date without its offset or a fraction outside [0, 1] is an error that names the key.
+    [grading]
+    seed_secret = "a phrase of the course's"   # the randomised tests' seed of each submission is derived
+                                               # from it and the submission's name (default: the name alone)
+
+load_cluster reads [cluster], load_seed_secret [grading] and load_late the rest; each leaves the other's
+tables alone. An unknown key, a due date without its offset or a fraction outside [0, 1] is an error that
+names the key. check reads the whole file at once, as `make gradescope` does before it packages it.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from pathlib import Path
 
 EXECUTORS = ("local", "slurm")
 COURSE_FILE = "grading.toml"
+TABLES = ("cluster", "late_days", "assignments", "grading")  # the tables of a course file
 
 
 class CourseError(Exception):
@@ -85,6 +91,35 @@ def _read(path: Path) -> dict:
         raise CourseError(f"cannot read the course file {path}: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise CourseError(f"{path} is not valid TOML: {exc}") from None
+
+
+def check(path: Path, known: list[str]) -> None:
+    """Read the whole course file (its tables, [cluster], the late policy); a CourseError names what is wrong.
+    `known`: the course's assignments, all of them (a section of another name is a misspelling)."""
+    path = Path(path)
+    unknown = sorted(set(_read(path)) - set(TABLES))
+    if unknown:
+        raise CourseError(f"{path}: unknown table or key {unknown[0]!r} at the top level; a course file holds "
+                          "[cluster], [grading], [late_days] and [assignments.<name>] (autograder/cohort/course.py "
+                          "shows each): rename or remove it")
+    load_cluster(path)
+    load_seed_secret(path)
+    load_late(path, known)
+
+
+def load_seed_secret(path: Path) -> str:
+    """[grading] seed_secret: what the randomised tests' seeds are derived from with each submission's name
+    (autograder.grading.client.seed_for), so that no student can compute another's inputs; "" when unset."""
+    table = _read(Path(path)).get("grading", {})
+    if not isinstance(table, dict):
+        raise CourseError(f"{path}: 'grading' must be a table ([grading]), got {type(table).__name__}")
+    unknown = sorted(set(table) - {"seed_secret"})
+    if unknown:
+        raise CourseError(f"{path}: unknown key(s) in [grading]: {', '.join(unknown)}; the key is seed_secret")
+    secret = table.get("seed_secret", "")
+    if not isinstance(secret, str):
+        raise CourseError(f"{path}: [grading] seed_secret must be a string, got {type(secret).__name__}")
+    return secret
 
 
 def load_cluster(path: Path) -> ClusterOptions:

@@ -109,8 +109,9 @@ def read_report(path: Path) -> GradeReport | None:
 
 
 def done(report: GradeReport | None) -> bool:
-    """Whether a report on disk stands: one without tests is the grader's failure, graded again."""
-    return report is not None and bool(report.tests)
+    """Whether a report on disk stands: one without tests is the grader's failure, and one the machine was too
+    busy to finish is the grader's overload: both are graded again."""
+    return report is not None and bool(report.tests) and not report.overloaded
 
 
 class GradeTask:
@@ -120,8 +121,10 @@ class GradeTask:
     requeued task skips the submissions whose reports are already written.
     """
 
-    def __init__(self, reports: str, call_timeout: float, overlap: bool) -> None:
+    def __init__(self, reports: str, call_timeout: float, overlap: bool, seed: int | None = None,
+                 secret: str = "") -> None:
         self.reports, self.call_timeout, self.overlap = reports, call_timeout, overlap
+        self.seed, self.secret = seed, secret  # the seeds, as on the head (autograder.grading.client.seed_for)
 
     def __call__(self, chunk: list[tuple[str, str]]) -> list[str]:
         from autograder.grading.intake import submission_digest
@@ -142,7 +145,7 @@ class GradeTask:
                 if stopping.is_set() or done(read_report(target)):
                     continue
                 try:
-                    report = server.grade(Path(path))
+                    report = server.grade(Path(path), seed=self.seed, secret=self.secret)
                 except Exception as exc:
                     report = GradeReport(name, log=[f"the grader failed on this submission on "
                                                     f"{socket.gethostname()}: {type(exc).__name__}: {exc}"])
@@ -223,8 +226,9 @@ class SlurmExecutor:
     """A job array on a Slurm cluster through submitit; the head waits here until every task is done."""
 
     def __init__(self, options: ClusterOptions, call_timeout: float = 60.0, poll_s: float = 1.0,
-                 state_every_s: float = 3.0) -> None:
+                 state_every_s: float = 3.0, seed: int | None = None, secret: str = "") -> None:
         self.options, self.call_timeout = options, call_timeout
+        self.seed, self.secret = seed, secret
         self.poll_s, self.state_every_s = poll_s, state_every_s
         self.jobs: list = []  # the submitted array tasks (submitit jobs), for callers that watch them
 
@@ -263,7 +267,8 @@ class SlurmExecutor:
         check_accounting()
         executor = submitit.SlurmExecutor(folder=out / ".slurm" / "logs" / "%j")
         executor.update_parameters(**sbatch_parameters(self.options))
-        task = GradeTask(str(reports), self.call_timeout, overlap=self.options.cpus_per_task >= 2)
+        task = GradeTask(str(reports), self.call_timeout, overlap=self.options.cpus_per_task >= 2, seed=self.seed,
+                         secret=self.secret)
         try:
             self.jobs = executor.map_array(task, chunks)
         except Exception as exc:  # submitit raises its own errors with sbatch's message

@@ -33,7 +33,8 @@ from rich.table import Table
 from rich.text import Text
 
 from autograder.cohort.course import AssignmentPolicy, CourseError, LatePolicy, parse_time
-from autograder.report.text import clean
+from autograder.report.parts import after_penalty, parts_of
+from autograder.report.text import clean, points
 
 DAY = timedelta(days=1)
 ANY = ""  # the assignment of a time that holds for every assignment of the student's submission
@@ -61,7 +62,14 @@ class Lateness:
 
     @property
     def penalised(self) -> float:
-        return self.score * (1 - self.penalty)
+        return after_penalty(self.score, self.penalty)
+
+    @classmethod
+    def from_row(cls, row: dict) -> "Lateness":
+        """An entry from the gradebook's late rows (Gradebook.late(): the current raw score)."""
+        submitted = datetime.fromisoformat(row["submitted_at"]) if row["submitted_at"] else None
+        return cls(row["submission"], row["assignment"], submitted, datetime.fromisoformat(row["due"]),
+                   row["days_late"], row["late_days_used"], row["penalty"], row["score"], row["max_score"], row["note"])
 
 
 def days_late(submitted: datetime, policy: AssignmentPolicy) -> int:
@@ -212,22 +220,19 @@ def table(late: dict[str, dict[str, dict]]) -> Table:
         for name, row in assignments.items():
             if row["days_late"] or row["submitted_at"] is None:
                 view.add_row(Text(clean(student)), Text(name), str(row["days_late"]), str(row["late_days_used"]),
-                             f"{row['score']:g}/{row['max_score']:g}", f"{row['penalised']:g}/{row['max_score']:g}",
-                             Text(row["note"]))
+                             f"{points(row['score'])}/{points(row['max_score'])}",
+                             f"{points(row['penalised'])}/{points(row['max_score'])}", Text(row["note"]))
     return view
 
 
-def apply(book, policy: LatePolicy, times: Times, out: Path) -> tuple[list[Lateness], list[str]]:
-    """Assess every graded submission of the gradebook, store the outcome there (replacing the last one)
-    and put it into each submission's feedback.md; return the entries and the warnings."""
-    scores = {row["name"]: {a: (v[0], v[1]) for a, v in row["assignments"].items()}
+def apply(book, policy: LatePolicy, times: Times) -> tuple[list[Lateness], list[str]]:
+    """Assess every graded submission of the gradebook and store the outcome there (replacing the last one);
+    return the entries and the warnings. The files that show it (feedback.md, results.json, grades.csv) are
+    written from the gradebook afterwards (autograder.report.publish)."""
+    scores = {row["name"]: {a: (p.score, p.graded) for a, p in book.parts(row["name"]).items()}
               for row in book.rows() if row["status"] == "graded"}
     entries, warnings = assess(policy, scores, times)
     book.record_late(entries)
-    for student in scores:
-        mine = [e for e in entries if e.student == student]
-        if mine:
-            mark_feedback(Path(out) / student / "feedback.md", mine)
     unknown = sorted({s for s, _ in times} - set(scores))
     if unknown:
         warnings.append(f"times given for {', '.join(unknown)}, who have no graded submission")
@@ -258,8 +263,9 @@ def apply_to_submission(report, out: Path, policy: LatePolicy, metadata: Path) -
                 "gradebook, not here")
         else:
             used, penalty, note = _penalty(rule, late, 0, "zero")
+        parts = parts_of(tests)
         entries.append(Lateness(report.submission, name, submitted, rule.due, late, used, penalty,
-                                sum(t.points for t in tests), sum(t.max_points for t in tests), note))
+                                parts.score, parts.graded, note))
     if not entries:
         return []
     lines = [line.removeprefix("- ").replace("**", "") for line in feedback_lines(entries)]
@@ -279,19 +285,22 @@ def feedback_lines(entries: list[Lateness]) -> list[str]:
     lines = []
     for e in entries:
         when = f"submitted {_when(e.submitted)}, due {_when(e.due)}" if e.submitted else f"due {_when(e.due)}"
-        lines.append(f"- {e.assignment}: {when}; {e.note}: **{e.penalised:g} / {e.max_score:g}** points after the "
-                     f"late policy (raw score {e.score:g})")
+        lines.append(f"- {e.assignment}: {when}; {e.note}: **{points(e.penalised)} / {points(e.max_score)}** points "
+                     f"after the late policy (raw score {points(e.score)})")
     return lines
 
 
 def mark_feedback(path: Path, entries: list[Lateness]) -> None:
     """Put (or replace) the late policy's lines under the title of a feedback.md."""
-    if not path.is_file():
-        return
-    text = path.read_text(encoding="utf-8")
+    if path.is_file():
+        path.write_text(with_late_section(path.read_text(encoding="utf-8"), entries), encoding="utf-8")
+
+
+def with_late_section(text: str, entries: list[Lateness]) -> str:
+    """A feedback.md's text with the late policy's lines under its title (replacing any there)."""
     if MARK_BEGIN in text and MARK_END in text:
         head, _, rest = text.partition(MARK_BEGIN)
         text = head.rstrip("\n") + "\n" + rest.partition(MARK_END)[2].lstrip("\n")
     title, _, body = text.partition("\n")
     block = "\n".join([MARK_BEGIN, "", "Late policy:", "", *feedback_lines(entries), "", MARK_END])
-    path.write_text(f"{title}\n\n{block}\n\n{body.lstrip(chr(10))}", encoding="utf-8")
+    return f"{title}\n\n{block}\n\n{body.lstrip(chr(10))}"

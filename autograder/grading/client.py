@@ -1,16 +1,26 @@
 """Grade submissions: run the trusted runner in a fresh process and return its GradeReport.
 
+The randomised tests' seed is the submission's (`seed_for`: its name and the course's secret), so a
+regrade of the same submission draws the same inputs; `--seed` overrides it. A report with tests the
+machine was too busy to finish (`GradeReport.overloaded`, autograder/sandbox/cputime.py) is graded
+again before anything is kept.
+
 `grade` runs one submission in a runner of its own. A batch uses `ServerPool`: one long-lived runner
 (`python -m autograder.grading.runner --serve`) per worker thread, which keeps torch, the reference and the
 test modules imported and forks a clean child per submission (the next one while the current one
 grades, unless `overlap=False`). Either way, if the runner fails (a bug of the grader, or the
 overall time limit), the report says so and has no tests, so a batch records the submission as an
 error and grades it again on the next run.
+
+Each runner holds a lifeline to this process (`_start_runner`): it ends, stopping its workers and
+removing its stages, as soon as this process ends, even killed with SIGKILL. This process ends a
+runner with SIGTERM (`_end_runner`), which lets it clean up, and kills it only if it does not.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import subprocess
@@ -20,11 +30,14 @@ import threading
 import time
 from pathlib import Path
 
+from autograder.grading import stages
 from autograder.grading.results import GradeReport
 from autograder.grading.intake import submission_name
 
 ROOT = Path(__file__).resolve().parents[2]
 OVERALL_LIMIT = 3600.0
+RUNNER_PATIENCE = 60.0  # seconds a runner asked to end (SIGTERM) has to clean up before it is killed
+OVERLOAD_ATTEMPTS = 2  # gradings of one submission before an overloaded report is kept (and listed)
 OVERLAP_CHOICES = ("auto", "always", "never")
 
 
@@ -49,6 +62,47 @@ def overlaps(choice: str, workers: int, available: int | None = None) -> bool:
     return choice == "always"
 
 
+def seed_for(name: str, secret: str = "") -> int:
+    """The seed of a submission's randomised tests: from its name and the course's secret, the same on
+    every grading (a course file's [grading] seed_secret keeps students from computing each other's)."""
+    digest = hashlib.sha256(f"{secret}\0{name}".encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:4], "big") % 2**31
+
+
+def _runner_env() -> dict[str, str]:
+    """The runner's environment: a fixed hash seed, so that what pytest prints of sets and dicts (its
+    assertion diffs, in the students' feedback) is the same on every grading, as the worker's already is."""
+    return {**os.environ, "PYTHONHASHSEED": "0"}
+
+
+def _start_runner(arguments: list[str], **popen) -> tuple[subprocess.Popen, int]:
+    """A runner process, and the write end of its lifeline: the runner ends itself once that closes, which
+    the kernel does when this process exits, however (autograder.grading.runner.watch_client). Close it
+    once the runner is done."""
+    read, write = os.pipe()  # neither end inheritable: only the runner gets `read`, by pass_fds
+    try:
+        command = [sys.executable, "-m", "autograder.grading.runner", *arguments, "--lifeline", str(read)]
+        proc = subprocess.Popen(command, cwd=ROOT, env=_runner_env(), pass_fds=(read,), **popen)
+    except BaseException:
+        os.close(write)
+        raise
+    finally:
+        os.close(read)
+    return proc, write
+
+
+def _end_runner(proc: subprocess.Popen, patience: float = RUNNER_PATIENCE) -> None:
+    """End a runner that is still running: SIGTERM, on which it stops its workers and removes its stages;
+    SIGKILL if it has not ended within `patience` seconds."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=patience)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def _options(call_timeout: float, sandbox: str) -> list[str]:
     return ["--timeout", str(call_timeout), "--sandbox", sandbox]
 
@@ -58,12 +112,14 @@ def _job(submission: Path, report: Path, assignment: str | None, select: str | N
             "assignments": [assignment] if assignment else None, "select": select, "seed": seed}
 
 
-def _result(submission: Path, target: Path, failure: str, started: float, out: Path | None) -> GradeReport:
+def _result(submission: Path, target: Path, failure: str, seed: int) -> GradeReport:
     if target.exists() and not failure:
-        report = GradeReport.from_json(target.read_text())
-    else:
-        report = GradeReport(submission=submission_name(submission),
-                             log=[f"the grader failed on this submission ({failure or 'no report written'})"])
+        return GradeReport.from_json(target.read_text())
+    return GradeReport(submission=submission_name(submission), seed=seed,
+                       log=[f"the grader failed on this submission ({failure or 'no report written'})"])
+
+
+def _finish(report: GradeReport, started: float, out: Path | None) -> GradeReport:
     report.execution_time = time.monotonic() - started
     if out is not None:
         from autograder.report import write_all
@@ -74,26 +130,40 @@ def _result(submission: Path, target: Path, failure: str, started: float, out: P
 
 def grade(submission: Path, out: Path | None = None, assignment: str | None = None, *,
           call_timeout: float = 60.0, sandbox: str = "auto", select: str | None = None,
-          seed: int | None = None) -> GradeReport:
-    """Grade one submission in a runner process of its own."""
+          seed: int | None = None, secret: str = "") -> GradeReport:
+    """Grade one submission in a runner process of its own; once more if the machine was overloaded."""
     started = time.monotonic()
     submission = Path(submission).resolve()
-    with tempfile.TemporaryDirectory(prefix="llmsys-report-") as tmp:
+    seed = seed if seed is not None else seed_for(submission_name(submission), secret)
+    for attempt in range(OVERLOAD_ATTEMPTS):
+        report = _grade_once(submission, assignment, call_timeout, sandbox, select, seed)
+        if not report.overloaded:
+            break
+        report.log.append(f"attempt {attempt + 1}: the grader was overloaded in {len(report.overloaded)} test(s)")
+    return _finish(report, started, out)
+
+
+def _grade_once(submission: Path, assignment: str | None, call_timeout: float, sandbox: str, select: str | None,
+                seed: int) -> GradeReport:
+    with tempfile.TemporaryDirectory(prefix=stages.prefix("report")) as tmp:
         target = Path(tmp) / "report.json"
         job = _job(submission, target, assignment, select, seed)
-        command = [sys.executable, "-m", "autograder.grading.runner", job["submission"], "--report", job["report"],
-                   *_options(call_timeout, sandbox)]
-        command += ["--assignment", assignment] if assignment else []
-        command += ["--select", select] if select else []
-        command += ["--seed", str(seed)] if seed is not None else []
+        arguments = [job["submission"], "--report", job["report"], *_options(call_timeout, sandbox),
+                     "--seed", str(seed)]
+        arguments += ["--assignment", assignment] if assignment else []
+        arguments += ["--select", select] if select else []
+        proc, lifeline = _start_runner(arguments, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=OVERALL_LIMIT)
-            failure = "" if target.exists() else f"exit code {done.returncode}"
+            _, errors = proc.communicate(timeout=OVERALL_LIMIT)
+            failure = "" if target.exists() else f"exit code {proc.returncode}"
             if failure:  # the grader's own traceback is for the instructor's terminal, never the student's report
-                sys.stderr.write(done.stderr[-3000:])
+                sys.stderr.write(errors[-3000:])
         except subprocess.TimeoutExpired:
             failure = f"grading took longer than {OVERALL_LIMIT:g} s"
-        return _result(submission, target, failure, started, out)
+        finally:  # a timeout, or Ctrl-C here: the runner cleans up before it goes
+            _end_runner(proc)
+            os.close(lifeline)
+        return _result(submission, target, failure, seed)
 
 
 class GradingServer:
@@ -102,18 +172,25 @@ class GradingServer:
     def __init__(self, call_timeout: float = 60.0, sandbox: str = "auto", overlap: bool = True) -> None:
         self.options = _options(call_timeout, sandbox) + ([] if overlap else ["--no-overlap"])
         self.proc: subprocess.Popen | None = None
-        self.tmp = tempfile.TemporaryDirectory(prefix="llmsys-reports-")
+        self.lifeline: int | None = None
+        self.busy = False  # a submission is being graded (close then ends the runner rather than wait)
+        self.tmp = tempfile.TemporaryDirectory(prefix=stages.prefix("reports"))
         self.count = 0
 
     def grade(self, submission: Path, assignment: str | None = None, select: str | None = None,
-              seed: int | None = None) -> GradeReport:
+              seed: int | None = None, secret: str = "") -> GradeReport:
+        """Grade one submission (its own seed unless `seed` is given); the caller regrades an overloaded
+        report with less running beside it (autograder.cohort.batch)."""
         started = time.monotonic()
         submission = Path(submission).resolve()
+        seed = seed if seed is not None else seed_for(submission_name(submission), secret)
         if self.proc is None or self.proc.poll() is not None:
-            self.proc = subprocess.Popen([sys.executable, "-m", "autograder.grading.runner", "--serve", *self.options],
-                                         cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            self._release()
+            self.proc, self.lifeline = _start_runner(["--serve", *self.options], stdin=subprocess.PIPE,
+                                                     stdout=subprocess.PIPE, text=True)
         self.count += 1
         target = Path(self.tmp.name) / f"report-{self.count}.json"
+        self.busy = True
         try:
             self.proc.stdin.write(json.dumps(_job(submission, target, assignment, select, seed)) + "\n")
             self.proc.stdin.flush()
@@ -121,29 +198,41 @@ class GradingServer:
             failure = "" if reply.get("status") == 0 else f"the runner answered {reply or 'nothing'}"
         except (OSError, ValueError) as exc:
             failure = f"the grading server failed: {exc}"
-        return _result(submission, target, failure, started, None)
+        finally:
+            self.busy = False
+        return _finish(_result(submission, target, failure, seed), started, None)
 
     def close(self, timeout: float = 120.0) -> None:
-        """End the server: it cleans up its prestarted child; one that does not finish in time is killed."""
+        """End the server: it cleans up its prestarted child; one that does not finish in time is ended.
+        While a submission is being graded (the batch was interrupted), it is ended at once."""
         try:
-            if self.proc is not None:
+            if self.proc is not None and self.busy:
+                _end_runner(self.proc)
+            elif self.proc is not None:
                 with contextlib.suppress(OSError):
                     self.proc.stdin.close()
                 try:
                     self.proc.wait(timeout=timeout)
                 except subprocess.TimeoutExpired:
-                    self.proc.kill()
-                    self.proc.wait()
+                    _end_runner(self.proc)
         finally:
+            self._release()
             self.tmp.cleanup()
+
+    def _release(self) -> None:
+        """Let go of the lifeline of a runner that has ended."""
+        if self.lifeline is not None:
+            os.close(self.lifeline)
+            self.lifeline = None
 
 
 class ServerPool:
     """One GradingServer per calling thread (a batch's worker threads), closed together."""
 
     def __init__(self, call_timeout: float = 60.0, sandbox: str = "auto", select: str | None = None,
-                 overlap: bool = True) -> None:
+                 overlap: bool = True, seed: int | None = None, secret: str = "") -> None:
         self.options, self.select = {"call_timeout": call_timeout, "sandbox": sandbox, "overlap": overlap}, select
+        self.seed, self.secret = seed, secret
         self.local, self.servers, self.lock = threading.local(), [], threading.Lock()
 
     def grade(self, submission: Path) -> GradeReport:
@@ -152,7 +241,7 @@ class ServerPool:
             server = self.local.server = GradingServer(**self.options)
             with self.lock:
                 self.servers.append(server)
-        return server.grade(submission, select=self.select)
+        return server.grade(submission, select=self.select, seed=self.seed, secret=self.secret)
 
     def close(self) -> None:
         """Close every server, even when closing one of them fails."""

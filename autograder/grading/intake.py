@@ -65,6 +65,9 @@ class Submission:
     packages: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     digest: str = ""
+    # Why nothing of it can be graded (a corrupt zip, an empty folder, a notebook that does not convert):
+    # such a submission is "not gradable" with this reason, never graded as an empty one (0 points).
+    refused: str = ""
 
 
 class Refused(Exception):
@@ -98,6 +101,9 @@ def open_submission(source: Path, dest: Path, packages: list[str]) -> Submission
             _note_not_source([e for e, keep in zip(entries, inside) if keep and not _is_gradable(e.path)],
                              sub.problems)
             sub.digest = _copy(chosen, prefix, root, sub.problems)
+            if chosen and not any(path.is_file() for path in root.rglob("*")) and _none_read(chosen, sub.problems):
+                raise Refused(f"none of the {len(chosen)} files of {source.name} could be read (each is named "
+                              f"above): {REZIP}")
     except Refused as exc:
         _refuse(sub, str(exc))
     except Exception as exc:  # noqa: BLE001  (a promise: bad input never raises; no grader internals shown)
@@ -109,10 +115,19 @@ def open_submission(source: Path, dest: Path, packages: list[str]) -> Submission
     return sub
 
 
+def _none_read(chosen: list[Entry], problems: list[str]) -> bool:
+    """Whether every chosen entry could not be read (a corrupt zip's members), as opposed to, e.g., each one
+    failing to parse (which is graded: the tests fail)."""
+    unread = {problem.split(":", 1)[0] for problem in problems
+              if ": cannot be read (" in problem or ": larger than " in problem}
+    return all(str(entry.path) in unread for entry in chosen)
+
+
 def _refuse(sub: Submission, problem: str) -> None:
     _fresh(sub.root)
     sub.packages, sub.digest = [], hashlib.sha256().hexdigest()
     sub.problems.append(problem)
+    sub.refused = problem
 
 
 def _is_gradable(path: PurePosixPath) -> bool:

@@ -88,10 +88,17 @@ class GradeReport:
     tests: list[TestResult] = field(default_factory=list)
     log: list[str] = field(default_factory=list)
     execution_time: float = 0.0
+    seed: int | None = None  # of the randomised tests: the same submission gets the same inputs
+    overloaded: list[str] = field(default_factory=list)  # tests the machine was too busy to finish
+    # Set when nothing of the submission could be graded (autograder.grading.intake refused it): the
+    # reason, which every report shows first; such a report has no tests and is never a score of 0.
+    not_gradable: str = ""
 
     def __setattr__(self, name: str, value) -> None:
         if name == "submission":
             value = cap(value, MAX_FIELD)
+        elif name == "not_gradable":
+            value = cap(value, MAX_MESSAGE)
         elif name == "log":
             value = cap_log(list(value))
         super().__setattr__(name, value)

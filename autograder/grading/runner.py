@@ -16,18 +16,26 @@ that clean, warm state (so nothing of one submission's grading reaches the next)
 forked, and its worker booted, while the current one grades (`--no-overlap` waits until it is
 done: one submission at a time; `batch --overlap` chooses). Every submission still gets its own
 sandbox and its own worker, never shared.
+
+Lifetime: a runner started by the client (`--lifeline FD`) ends when the client does, however it ended
+(SIGKILL included): the client holds the other end of that pipe, the kernel closes it when the client
+exits, and tells this process with SIGIO (see watch_client). Ended so, by SIGTERM, or by Ctrl-C, a
+runner stops its workers, removes its stages (each forked child its own) and exits at once, quietly;
+`batch` says what it kept. Stages are private (0700, autograder.grading.stages), and each runner's
+start removes those of graders that were killed before they could (stages.sweep).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import gc
 import importlib
 import json
 import os
+import signal
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +45,7 @@ import pytest
 import kernels  # noqa: F401  (Triton's mode, before anything else)
 from autograder.static import checks, triton_rules
 from autograder.written import answers as written
+from autograder.grading import stages
 from autograder.grading.results import GradeReport
 from autograder.sandbox import policy, staging
 from autograder.sandbox.process import RemoteStudent, Worker
@@ -47,6 +56,7 @@ from kernels.device import has_cuda, warm_dispatch
 ROOT = Path(__file__).resolve().parents[2]
 SOLUTIONS = ROOT / "solutions"
 JOB_LIMIT = 3600.0
+CHILDREN_PATIENCE = 30.0  # seconds an ending --serve runner waits for its children to clean up
 
 
 def known_assignments() -> list[str]:
@@ -111,12 +121,14 @@ class Slot:
     """A stage folder with the worker library, and a worker booting on its (still empty) submission folder.
 
     The worker sees the submission folder through a bind mount, so the files copied in later appear
-    inside; it imports nothing of the submission before its first call.
+    inside; it imports nothing of the submission before its first call. The stage is private (0700: under
+    bubblewrap, and without isolation, the worker is this user; a user-mode worker gets in by its group).
     """
 
     def __init__(self, protections: policy.Protections, gpu: bool) -> None:
-        self.stage = Path(tempfile.mkdtemp(prefix="llmsys-grade-"))
-        self.stage.chmod(0o755)
+        self.worker: Worker | None = None
+        self.stage = stages.make("grade")
+        _SLOTS.append(self)  # from here on, an ending runner closes it (see _end)
         lib = staging.build_lib(self.stage / "lib", known_assignments())
         (self.stage / "submission").mkdir(mode=0o755)
         self.worker = Worker(lib, self.stage / "submission", self.stage / "scratch", protections, gpu)
@@ -124,10 +136,63 @@ class Slot:
 
     def close(self) -> None:
         """Stop the worker and delete the stage; never raises (a report written before is kept)."""
+        if self in _SLOTS:
+            _SLOTS.remove(self)
         try:
-            self.worker.stop()
+            if self.worker is not None:
+                self.worker.stop()
         finally:
             staging.remove_tree(self.stage)
+
+
+_SLOTS: list[Slot] = []  # this process's open slots
+_CHILDREN: set[int] = set()  # --serve: the children forked and not yet reaped
+_ENDING: list[int] = []  # the signal this process is ending on, once it is
+_LIFELINE: list[int] = []  # the lifeline's fd, in the process that watches it
+
+
+def _end(signum: int, frame=None) -> None:
+    """SIGTERM, SIGINT (Ctrl-C) or the client gone: stop the workers and remove the stages of this process,
+    have the --serve children do the same, and exit now, without a traceback (the terminal is the
+    instructor's). Runs in the main thread, between two bytecodes of whatever it was doing."""
+    if _ENDING:  # a second signal while ending (Ctrl-C reaches the whole process group): already on it
+        return
+    _ENDING.append(signum)
+    for pid in list(_CHILDREN):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGTERM)
+    for slot in list(_SLOTS):
+        slot.close()
+    deadline = time.monotonic() + CHILDREN_PATIENCE
+    while _CHILDREN and time.monotonic() < deadline:
+        for pid in list(_CHILDREN):
+            with contextlib.suppress(ChildProcessError):
+                if os.waitpid(pid, os.WNOHANG)[0] == 0:
+                    continue
+            _CHILDREN.discard(pid)
+        time.sleep(0.05)
+    os._exit(128 + signum)
+
+
+def watch_client(lifeline: int) -> None:
+    """End this runner (as SIGTERM does) once the client's end of the `lifeline` pipe closes: when the client
+    exits or is killed, even by SIGKILL, the kernel closes it. The kernel says so with SIGIO (O_ASYNC, sent
+    to this process only, not to the children it forks), so nothing has to wait on the pipe: no thread, and
+    the --serve loop stays as it is."""
+    _LIFELINE.append(lifeline)
+    signal.signal(signal.SIGIO, lambda signum, frame: _end_if_closed(lifeline))
+    fcntl.fcntl(lifeline, fcntl.F_SETOWN, os.getpid())
+    fcntl.fcntl(lifeline, fcntl.F_SETFL, fcntl.fcntl(lifeline, fcntl.F_GETFL) | os.O_ASYNC | os.O_NONBLOCK)
+    _end_if_closed(lifeline)  # the client may be gone already
+
+
+def _end_if_closed(lifeline: int) -> None:
+    try:
+        if os.read(lifeline, 1) != b"":
+            return  # the client never writes: nothing to end on
+    except BlockingIOError:
+        return  # still open
+    _end(signal.SIGTERM)
 
 
 @dataclass
@@ -142,6 +207,9 @@ class Job:
 def run(job: Job, slot: Slot, protections: policy.Protections, timeout: float) -> GradeReport:
     started = time.monotonic()
     submission = open_submission(Path(job.submission), slot.stage, known_assignments())
+    if submission.refused:  # nothing to grade: "not gradable", with the reason, rather than 0 points
+        return GradeReport(submission.name, log=protections.lines() + submission.problems,
+                           execution_time=time.monotonic() - started, not_gradable=submission.refused)
     chosen = job.assignments or submission.packages or known_assignments()
     violations = scan(submission, chosen)
     # The written answers are read now, as the submission gave them, before any of its code runs. A
@@ -198,8 +266,13 @@ class Ready:
         read, self.write = os.pipe()
         self.pid = os.fork()
         if self.pid == 0:
+            _CHILDREN.clear()  # the parent's; this child ends its own slot only (see _end)
+            for fd in _LIFELINE:  # the parent watches it: SIGIO goes to its pid, which may be another's later
+                os.close(fd)
+            _LIFELINE.clear()
             os.close(self.write)
             self._child(read, timeout, sandbox)
+        _CHILDREN.add(self.pid)
         os.close(read)
 
     def _child(self, read: int, timeout: float, sandbox: str) -> None:
@@ -229,10 +302,13 @@ class Ready:
         while time.monotonic() < deadline:
             pid, status = os.waitpid(self.pid, os.WNOHANG)
             if pid:
+                _CHILDREN.discard(self.pid)
                 return os.waitstatus_to_exitcode(status)
             time.sleep(0.05)
         os.kill(self.pid, 9)
-        return os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+        status = os.waitpid(self.pid, 0)[1]
+        _CHILDREN.discard(self.pid)
+        return os.waitstatus_to_exitcode(status)
 
 
 def serve(timeout: float, sandbox: str, overlap: bool = True) -> None:
@@ -269,7 +345,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, help="the seed of the randomised tests (default: random)")
     parser.add_argument("--no-overlap", dest="overlap", action="store_false",
                         help="with --serve: prepare the next submission's sandbox only after the current one is graded")
+    parser.add_argument("--lifeline", type=int, metavar="FD",
+                        help="a pipe whose other end the client holds: end when it closes (see watch_client)")
     args = parser.parse_args(argv)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, _end)
+    if args.lifeline is not None:
+        watch_client(args.lifeline)
+    stages.sweep()  # the stages of graders killed before they could remove them
     try:  # fail closed: no grading without an isolation (or the instructor's explicit opt-out)
         protections_for(args.timeout, args.sandbox)
     except policy.SandboxUnavailable as exc:

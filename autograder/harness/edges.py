@@ -1,9 +1,13 @@
 """Edge cases count only with the ordinary case: the points of tests marked `edge`.
 
 A test marked `edge` checks an edge case, a rejection or one property of a task (an empty tensor's
-bytes, a ValueError for a bad size, the saved memory of a checkpointed forward). A constant answer,
-or a function that refuses every input, can meet such a test alone; so its points count only when
-the task's ordinary tests (those of the same task, not marked `edge`) ran and all passed. Tests that
+bytes, a ValueError for a bad size, the saved memory of a checkpointed forward), or how the task
+works rather than what it computes (how often it calls its argument, which kernels it launches, its
+GPU build, its speed). A constant answer, a function that refuses every input, or made-up values
+behind the right motions can meet such a test alone; so its points count only when the task's
+ordinary tests (those of the same task, not marked `edge`: the values it computes) ran and all
+passed. An edge test never waits for another edge test, so a build or speed rule it breaks costs a
+correct function that rule's points, not its rejections'. Tests that
 could not run here (a GPU test on a CPU, a skip) neither help nor hurt. A visible test's message
 names a hidden test only as "a hidden test".
 """

@@ -6,8 +6,9 @@ Markers a test may carry:
   task(name)           the contract item it exercises, e.g. "flops.FlopCounter" (static checks use it)
   gpu                  needs a CUDA device; elsewhere it is reported "not graded here: needs a GPU"
   triton               needs the triton package; skipped with the reason where it cannot be installed
-  edge                 an edge case, a rejection or a single property: its points count only when the
-                       ordinary tests of its task pass (autograder.harness.edges)
+  edge                 an edge case, a rejection, a single property, or how the task works (calls,
+                       launches, build, speed): its points count only when the ordinary (value) tests
+                       of its task pass (autograder.harness.edges)
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import pytest
 
 from autograder.harness import edges, hooks
 from kernels import impl
-from autograder.harness.student import LocalStudent, Student
+from autograder.harness.student import GraderOverloaded, LocalStudent, Student, unwrap_stub
 from autograder.grading.results import GradeReport, TestResult, summary_lines
 
 # Selection by task (--task) and what a student's run prints: see those modules.
@@ -40,7 +41,7 @@ MARKERS = (
     "task(name): the contract item the test exercises, e.g. flops.FlopCounter",
     "gpu: needs a CUDA device; reported as not graded on a machine without one",
     "triton: needs the triton package (Linux only)",
-    "edge: an edge case or rejection; its points count only when its task's ordinary tests pass",
+    "edge: an edge case, a rejection or how a task works; its points count only when its task's value tests pass",
 )
 
 
@@ -65,7 +66,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", line)
     seed = config.getoption("--seed")
     config.stash[_SEED] = seed if seed is not None else random.SystemRandom().randrange(2**31)
-    config.stash[_REPORT] = GradeReport(submission="", log=[f"seed {config.stash[_SEED]} (rerun with --seed)"])
+    config.stash[_REPORT] = GradeReport(submission="", log=[f"seed {config.stash[_SEED]} (rerun with --seed)"],
+                                        seed=config.stash[_SEED])
     remote = config.hook.pytest_llmsys_student(config=config)
     if remote is not None:
         config.stash[_STUDENT] = remote
@@ -171,9 +173,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         reason = reason.removeprefix("Skipped: ")
         state.update(status="not_graded" if reason == NOT_GRADED else "skipped", message=reason)
     elif report.failed and state["status"] in (None, "passed"):
-        not_impl = call.excinfo is not None and call.excinfo.errisinstance(NotImplementedError)
+        not_impl = call.excinfo is not None and isinstance(unwrap_stub(call.excinfo.value), NotImplementedError)
         status = "not_implemented" if not_impl else ("failed" if report.when == "call" else "error")
         message = call.excinfo.exconly() if call.excinfo is not None else report.longreprtext
+        if call.excinfo is not None and call.excinfo.errisinstance(GraderOverloaded):
+            status = "error"  # the machine's, not the student's: the submission is graded again
+            item.config.stash[_REPORT].overloaded.append(item.nodeid)
         state.update(status=status, message=message)
     elif report.passed and report.when == "call" and state["status"] is None:
         state["status"] = "passed"

@@ -23,6 +23,25 @@ from autograder.grading import wire
 SCENARIO_MODULE_SUFFIX = ".scenarios"
 
 
+class GraderOverloaded(Exception):
+    """A call into student code could not finish because the machine was too busy, not because of the
+    code (it stayed under its CPU budget: autograder/sandbox/cputime.py). Never a student failure: the
+    submission is graded again, with less running beside it."""
+
+
+def unwrap_stub(exc: BaseException) -> BaseException:
+    """The NotImplementedError of a stub, where Triton's interpreter wrapped it (a stub called inside a
+    @triton.jit function raises through `InterpreterError`, its cause); else `exc` itself. A stub counts
+    as "not implemented yet" wherever it is first called."""
+    seen, link = set(), exc
+    while type(exc).__name__ == "InterpreterError" and link is not None and id(link) not in seen:
+        seen.add(id(link))
+        if isinstance(link, NotImplementedError):
+            return link
+        link = link.__cause__
+    return exc
+
+
 class MissingFunction(Exception):
     """The submission lacks a module or a function the handout's contract names.
 

@@ -32,6 +32,9 @@ from autograder.package.layout import assignments
 from autograder.package.nbgrader import course_config, use_this_environment, write_feedback
 from autograder.grading.notebook import SCAN_MARK
 from autograder.grading.results import GradeReport
+from autograder.report import write_all
+from autograder.report.parts import describe, parts_of
+from autograder.report.text import points
 
 
 class CourseError(Exception):
@@ -95,16 +98,27 @@ def scored(student: str, notebook: str, cells: list[TestCell], report: GradeRepo
     result = NotebookScore(student, notebook, report=report,
                            flags=[line for line in report.log if SCAN_MARK in line])
     for cell in cells:
-        tests = [t for t in report.tests if group_of(t.name) == cell.group and t.status != "not_graded"]
-        gradable = sum(t.max_points for t in tests)
-        share = sum(t.points for t in tests) / gradable if gradable else 0.0
+        group = parts_of(t for t in report.tests if group_of(t.name) == cell.group)
+        share = group.score / group.graded if group.graded else 0.0  # out of the points graded here
         result.cells[cell.grade_id] = (round(cell.points * share, 2), cell.points)
     return result
 
 
+def why_they_differ(result: NotebookScore) -> str:
+    """One sentence, in the nbgrader comment and in the trusted feedback alike: the notebook's test cells
+    (nbgrader's points) against the trusted report's own points (autograder.report.parts)."""
+    trusted = describe(parts_of(result.report.tests)) if result.report and result.report.tests else "not graded"
+    return (f"nbgrader: {points(result.points)} / {points(result.max_points)} points on the notebook's test cells; "
+            f"the trusted grader's report: {trusted}. They differ because each test cell is worth the points its "
+            "source notebook gives it and gets the share of them that the trusted grader awarded its group of "
+            "tests, out of the points graded here (tests that need a GPU, and written answers awaiting hand "
+            "grading, are left out of the share).")
+
+
 def comment(result: NotebookScore) -> str:
     lines = [f"Scored by the course's trusted grader, which ran this notebook's modules in a sandbox: "
-             f"{result.points:g} / {result.max_points:g} points on the test cells."]
+             f"{points(result.points)} / {points(result.max_points)} points on the test cells.",
+             why_they_differ(result)]
     if result.report is None or not result.report.tests:
         lines.append("Grading did not complete: " + "; ".join((result.report.log if result.report else [])[-3:]))
     lines += [f"Flagged: {flag}" for flag in result.flags]
@@ -167,6 +181,9 @@ def grade_course(course: Path, assignment: str, *, workers: int = 1,
             cells, comment_cell = test_cells(nb)
             result = scored(student, submitted.stem, cells, report)
             record(gradebook, assignment, result, comment_cell)
+            if report.tests:  # the trusted feedback says what nbgrader's comment says, and why they differ
+                report.log = [why_they_differ(result), *report.log]
+                write_all(report, out / student / assignment / submitted.stem)
             write_feedback(course, assignment, student, submitted.stem, report)
             results.append(result)
     return results

@@ -3,7 +3,12 @@
 Crash safety: the database is in WAL mode and each submission is recorded in one transaction
 (its old rows deleted, its new rows inserted, committed), so killing the process at any moment
 loses at most the submission being recorded, and nothing is ever counted twice. A submission
-recorded with status "error" is not current, so the next batch grades it again.
+recorded with status "error" (the grader failed on it) is not current, so the next batch grades it again;
+one recorded "not_gradable" (nothing of it could be graded: a corrupt zip, an empty folder) is current
+until its contents change, and has no score: it is never a 0.
+
+Every file a reader sees is derived from this gradebook (autograder.report.publish): the scores after the
+late policy are computed from the raw scores and the stored penalties when read (`late()`), never kept.
 
 Use one Gradebook from one thread: sqlite3 refuses a connection used from another thread, which
 keeps the batch's rule (only the main thread writes) enforced rather than merely followed.
@@ -19,14 +24,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
 
-from autograder.report.text import clean
+from autograder.report.parts import COLUMNS as PART_COLUMNS, Parts, after_penalty, by_assignment
+from autograder.report.text import clean, rounded
 from autograder.grading.results import GradeReport
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS submissions (
+SUBMISSIONS_TABLE = """
+CREATE TABLE IF NOT EXISTS {table} (
     name        TEXT PRIMARY KEY,
     digest      TEXT NOT NULL,
-    status      TEXT NOT NULL CHECK (status IN ('graded', 'error')),
+    status      TEXT NOT NULL CHECK (status IN ('graded', 'error', 'not_gradable')),
     score       REAL,
     max_score   REAL,
     assignments TEXT NOT NULL,  -- JSON {assignment: [score, max_score]}
@@ -34,6 +40,8 @@ CREATE TABLE IF NOT EXISTS submissions (
     graded_at   TEXT NOT NULL,  -- ISO 8601, UTC
     report      TEXT            -- GradeReport.to_json(), the lossless form
 );
+"""
+SCHEMA = SUBMISSIONS_TABLE.replace("{table}", "submissions") + """
 CREATE TABLE IF NOT EXISTS tests (
     submission  TEXT NOT NULL REFERENCES submissions (name),
     position    INTEGER NOT NULL,
@@ -56,14 +64,15 @@ CREATE TABLE IF NOT EXISTS late (
     days_late      INTEGER NOT NULL,
     late_days_used INTEGER NOT NULL,
     penalty        REAL NOT NULL,  -- the fraction of the score removed
-    score          REAL NOT NULL,  -- raw
+    score          REAL NOT NULL,  -- raw, when assessed; late() reads the current score instead
     max_score      REAL NOT NULL,
-    penalised      REAL NOT NULL,
+    penalised      REAL NOT NULL,  -- likewise recomputed by late() from the current score
     note           TEXT NOT NULL,
     PRIMARY KEY (submission, assignment)
 );
 """
 COLUMNS = ("name", "digest", "status", "score", "max_score", "assignments", "message", "graded_at")
+CURRENT = ("graded", "not_gradable")  # statuses a batch does not grade again while the contents are unchanged
 
 
 class Gradebook:
@@ -75,6 +84,7 @@ class Gradebook:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(SCHEMA)
+        _allow_not_gradable(self._db)
 
     def close(self) -> None:
         self._db.close()
@@ -96,13 +106,19 @@ class Gradebook:
         self._db.execute("COMMIT")
 
     def is_current(self, name: str, digest: str) -> bool:
-        """True when `name` was graded (not an error) from exactly these contents."""
+        """True when `name` was graded, or found not gradable, from exactly these contents (not an error)."""
         row = self._db.execute("SELECT digest, status FROM submissions WHERE name = ?", (name,)).fetchone()
-        return row == (digest, "graded")
+        return row is not None and row[0] == digest and row[1] in CURRENT
 
     def record(self, name: str, digest: str, report: GradeReport) -> None:
         """Store a graded submission, replacing whatever was stored under `name`. Its message says how
-        many of the maximum points were not graded on this machine (GPU-only tests)."""
+        many of the maximum points were not graded on this machine (GPU-only tests). A report that says
+        the submission is not gradable is stored as such, with its reason and no score."""
+        if report.not_gradable:
+            with self._transaction() as db:
+                self._replace(db, name, digest, "not_gradable", None, None, {}, clean(report.not_gradable),
+                              report.to_json())
+            return
         groups = {a: [sum(t.points for t in ts), sum(t.max_points for t in ts)]
                   for a, ts in report.by_assignment().items()}
         tests = [(name, i, clean(t.name), t.assignment, t.status, t.points, t.max_points, t.visibility,
@@ -129,11 +145,21 @@ class Gradebook:
                    (name, digest, status, score, max_score, json.dumps(groups), message, graded_at, report))
 
     def rows(self) -> list[dict]:
-        """One dict per submission, by name; `assignments` maps assignment -> [score, max_score]."""
+        """One dict per submission, by name; `assignments` maps assignment -> [score, max_score] (the maximum in
+        all), `parts` assignment -> the score and the parts of its maximum (autograder.report.parts)."""
         found = self._db.execute(f"SELECT {', '.join(COLUMNS)} FROM submissions ORDER BY name").fetchall()
         rows = [dict(zip(COLUMNS, row)) for row in found]
+        tests: dict[str, list[dict]] = {}
+        cursor = self._db.execute("SELECT submission, assignment, status, points, max_points FROM tests "
+                                  "ORDER BY submission, position")
+        for submission, assignment, status, got, most in cursor:
+            tests.setdefault(submission, []).append(
+                {"assignment": assignment, "status": status, "points": got, "max_points": most})
         for row in rows:
             row["assignments"] = json.loads(row["assignments"])
+            # {assignment: Parts}; a row stored without its tests counts its maximum as graded
+            row["parts"] = by_assignment(tests.get(row["name"], [])) or {
+                a: Parts(pair[0], pair[1], 0.0, 0.0) for a, pair in row["assignments"].items()}
         return rows
 
     def tests(self, name: str) -> list[dict]:
@@ -157,43 +183,99 @@ class Gradebook:
             db.executemany("INSERT INTO late VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
 
     def late(self) -> dict[str, dict[str, dict]]:
-        """{submission: {assignment: the late policy's row}}; empty when no late policy was applied."""
+        """{submission: {assignment: the late policy's row}}; empty when no late policy was applied. The
+        penalty and the days late are the policy's as assessed; the score is the current raw score (a
+        regrade or a hand grade since changes it) and `penalised` is computed from it now, rounded as
+        every file shows it. Rows of submissions or assignments no longer graded are left out."""
         cursor = self._db.execute("SELECT * FROM late ORDER BY submission, assignment")
         names = [column[0] for column in cursor.description]
+        current = {row["name"]: row["parts"] for row in self.rows() if row["status"] == "graded"}
         found: dict[str, dict[str, dict]] = {}
         for values in cursor.fetchall():
             row = dict(zip(names, values))
+            parts = current.get(row["submission"], {}).get(row["assignment"])
+            if parts is None:
+                continue
+            row.update(score=rounded(parts.score), max_score=rounded(parts.graded),
+                       penalised=after_penalty(parts.score, row["penalty"]))
             found.setdefault(row["submission"], {})[row["assignment"]] = row
         return found
 
+    def parts(self, name: str) -> dict[str, Parts]:
+        """{assignment: the parts of its maximum and the score (autograder.report.parts)} of one submission."""
+        return by_assignment(self.tests(name))
+
     def export_csv(self, path: Path) -> None:
-        """One row per submission: name, each assignment's score, total, max, status; where a late policy
-        was applied, then each assignment's penalised score, the penalised total and the days late."""
+        """One row per submission: its name; per assignment the score and the parts of its maximum (graded
+        here, awaiting hand grading, needing a GPU, the maximum in all); the same for the total; the status
+        and, for a submission not graded, why. Where a late policy was applied, then per assignment the
+        penalised score (the raw one where no policy applies) and the days late, and the penalised total,
+        which is the sum of the penalised scores shown. Every number is rounded as the other files show it."""
         rows = self.rows()
-        assignments = sorted({a for row in rows for a in row["assignments"]})
+        parts = {row["name"]: row["parts"] for row in rows}
+        assignments = sorted({a for row in rows for a in row["assignments"]} | {a for p in parts.values() for a in p})
         late = self.late()
         with open(path, "w", newline="", encoding="utf-8") as handle:
             writer = csv.writer(handle)
-            extra = [*(f"{a} penalised" for a in assignments), "total penalised", "days late"] if late else []
-            writer.writerow(["name", *assignments, "total", "max", "status", *extra])
+            extra = [*(f"{a} penalised" for a in assignments), "total penalised",
+                     *(f"{a} days late" for a in assignments)] if late else []
+            header = ["name"] + [c for a in assignments for c in _part_columns(a)] + _part_columns("total")
+            writer.writerow([*header, "status", "reason", *extra])
             for row in rows:
-                scores = [row["assignments"].get(a, [""])[0] for a in assignments]
-                writer.writerow([row["name"], *scores, _blank(row["score"]), _blank(row["max_score"]),
-                                 row["status"], *(_penalised(row, assignments, late) if late else [])])
+                mine, graded = parts[row["name"]], row["status"] == "graded"
+                cells = [c for a in assignments for c in _part_cells(mine.get(a) if graded else None)]
+                cells += _part_cells(sum(mine.values(), Parts(0.0, 0.0, 0.0, 0.0)) if graded else None)
+                writer.writerow([row["name"], *cells, row["status"], "" if graded else _last_line(row["message"]),
+                                 *(_penalised(row, mine, assignments, late) if late else [])])
 
 
-def _penalised(row: dict, assignments: list[str], late: dict) -> list:
-    """Each assignment's penalised score (the raw one where no policy applies), the total, the days late."""
+def _part_columns(assignment: str) -> list[str]:
+    """`alpha`, `alpha max graded here`, ... `alpha max` (the total: `total`, `max graded here`, ... `max`)."""
+    prefix = "" if assignment == "total" else f"{assignment} "
+    return [assignment] + [prefix + title for title in PART_COLUMNS.values()]
+
+
+def _part_cells(parts: Parts | None) -> list:
+    if parts is None:
+        return [""] * (1 + len(PART_COLUMNS))
+    return [rounded(parts.score)] + [rounded(getattr(parts, name)) for name in PART_COLUMNS]
+
+
+def _last_line(message: str) -> str:
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def _penalised(row: dict, parts: dict[str, Parts], assignments: list[str], late: dict) -> list:
+    """Each assignment's penalised score (the raw one where no policy applies), their sum, each one's days late."""
     mine = late.get(row["name"], {})
     if row["status"] != "graded":
-        return [""] * (len(assignments) + 2)
-    scores = [mine[a]["penalised"] if a in mine else row["assignments"].get(a, [""])[0] for a in assignments]
-    total = row["score"] - sum(e["score"] - e["penalised"] for e in mine.values())
-    return [*scores, total, sum(e["days_late"] for e in mine.values())]
+        return [""] * (2 * len(assignments) + 1)
+    scores = [mine[a]["penalised"] if a in mine else rounded(parts[a].score) if a in parts else "" for a in assignments]
+    days = [mine[a]["days_late"] if a in mine else "" for a in assignments]
+    return [*scores, rounded(sum(v for v in scores if v != "")), *days]
 
 
 def _blank(value):
     return "" if value is None else value
+
+
+def _allow_not_gradable(db: sqlite3.Connection) -> None:
+    """A gradebook made before "not_gradable" existed gets it in its status check, its rows kept as they are
+    (SQLite cannot change a check in place: the table is copied into one made by today's schema)."""
+    found = db.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'submissions'").fetchone()
+    if found is None or "not_gradable" in found[0]:
+        return
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        db.execute(SUBMISSIONS_TABLE.replace("{table}", "submissions_new"))
+        db.execute("INSERT INTO submissions_new SELECT * FROM submissions")
+        db.execute("DROP TABLE submissions")
+        db.execute("ALTER TABLE submissions_new RENAME TO submissions")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
 
 
 # ---- written answers graded by hand (autograder/written/manual.py imports the grading sheets) --------------

@@ -7,8 +7,10 @@ and the overall output says what the score is out of (the assignment's total to 
 Written answers graded by hand (status "manual") are left to Gradescope's manual grading the same
 way: listed as 0 of 0 points without a status, named "(graded by hand)", the output saying what they
 are worth; the overall output says how many points are graded by hand, outside the autograder score
-(set up a manually graded question with the handout's rubric for them). Test visibilities use
-Gradescope's own names, so they pass through unchanged. The schema this output follows is gradescope_schema.json beside this file.
+(set up a manually graded question with the handout's rubric for them). The output's first line is the
+score with the parts of the maximum as every view names them (autograder.report.parts), and extra_data
+holds them as numbers. A submission that is not gradable, or that the grader could not complete, has no
+score and no tests: the output's first line says why. Test visibilities use Gradescope's own names, so they pass through unchanged. The schema this output follows is gradescope_schema.json beside this file.
 """
 
 from __future__ import annotations
@@ -16,10 +18,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from autograder.report.text import clean, explanation
+from autograder.report.parts import as_dict, describe, parts_of
+from autograder.report.text import clean, explanation, rounded
 from autograder.grading.results import GradeReport, TestResult
 
 SCHEMA = Path(__file__).with_name("gradescope_schema.json")
+NOT_GRADED = ("Not graded: the grader could not complete this submission (its own failure, not a score of 0); "
+              "it is graded again")
 
 
 def schema() -> dict:
@@ -71,10 +76,19 @@ def manual_note(report: GradeReport) -> list[str]:
 
 
 def results_json(report: GradeReport) -> dict:
+    if report.not_gradable or not report.tests:  # no score at all: the output's first line says why
+        why = f"Not gradable: {report.not_gradable}" if report.not_gradable else NOT_GRADED
+        return {"execution_time": round(report.execution_time, 3), "visibility": "visible",
+                "output": "\n".join(clean(line) for line in [why, *report.log]), "stdout_visibility": "hidden",
+                "extra_data": {"not_gradable": clean(report.not_gradable)} if report.not_gradable else {},
+                "tests": []}
+    parts = parts_of(report.tests)
     return {
-        "score": float(report.score),
+        "score": rounded(parts.score),
         "execution_time": round(report.execution_time, 3),
-        "output": "\n".join(clean(line) for line in gpu_note(report) + manual_note(report) + report.log),
+        "output": "\n".join(clean(line) for line in [f"Score: {describe(parts)}"] + gpu_note(report)
+                             + manual_note(report) + report.log),
+        "extra_data": {"points": as_dict(parts)},
         "visibility": "visible",
         # The grader's stdout may name hidden tests: instructors only.
         "stdout_visibility": "hidden",
@@ -86,5 +100,5 @@ def with_late(results: dict, lines: list[str], deducted: float) -> dict:
     """results.json with the late policy applied: the score less what it deducted, and the raw and
     penalised scores at the top of the output (autograder.cohort.late)."""
     note = "\n".join(["Late policy (raw and penalised scores):", *(clean(line) for line in lines)])
-    return {**results, "score": max(0.0, float(results["score"]) - deducted),
+    return {**results, "score": rounded(max(0.0, float(results["score"]) - deducted)),
             "output": note + ("\n" + results["output"] if results.get("output") else "")}

@@ -1,7 +1,10 @@
 """Markdown feedback for one student, in the order a student reads it.
 
-1. The score, and how many points were not graded here (tests that need a GPU) and why.
-2. One row per assignment: points, passed, to fix, not graded, hidden tests.
+1. The score out of the points graded here, then the other parts of the maximum (awaiting hand grading,
+   needing a GPU: autograder.report.parts) and the total, and why the GPU points are not graded here. A
+   submission that is not gradable (a corrupt zip, an empty folder) gets its reason first, and no score.
+2. One row per assignment: points graded here, passed, to fix, not implemented, awaiting hand grading,
+   not graded (GPU), hidden tests.
 3. What to fix: each failing test function with what it checks, the message (expected and got, the
    first lines of it) and the hint; further failing cases of the same function one line each.
 4. Tests not implemented yet, then the not-graded ones: one line per test function (its parametrised
@@ -21,6 +24,7 @@ from __future__ import annotations
 import re
 from collections import OrderedDict
 
+from autograder.report.parts import fraction, parts_of, tail
 from autograder.report.text import clean, points, reason, short_name
 from autograder.grading.results import GradeReport, TestResult
 
@@ -122,19 +126,21 @@ def _gpu_sentence(waiting: list[TestResult]) -> str:
 
 
 def _table(report: GradeReport) -> list[str]:
-    lines = ["| assignment | points graded here | passed | to fix | not implemented | not graded (GPU) | hidden tests |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| assignment | points graded here | passed | to fix | not implemented | awaiting hand grading "
+             "| not graded (GPU) | hidden tests |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for assignment, tests in report.by_assignment().items():
-        graded = [t for t in tests if t.status != "not_graded"]
+        parts = parts_of(tests)
+        graded = [t for t in tests if t.status not in ("not_graded", "manual")]
         waiting = [t for t in tests if t.status == "not_graded"]
         hidden = [t for t in graded if t.visibility == "hidden"]
         count = {s: sum(t.status == s for t in tests) for s in ("passed", "not_implemented")}
         gpu = f"{len(waiting)} ({points(sum(t.max_points for t in waiting))} points)" if waiting else "0"
         secret = (f"{len(hidden)} ({points(sum(t.points for t in hidden))} / "
                   f"{points(sum(t.max_points for t in hidden))})") if hidden else "0"
-        lines.append(f"| {code(assignment)} | {points(sum(t.points for t in graded))} / "
-                     f"{points(sum(t.max_points for t in graded))} | {count['passed']} | "
-                     f"{sum(t.status in TO_FIX for t in tests)} | {count['not_implemented']} | {gpu} | {secret} |")
+        lines.append(f"| {code(assignment)} | {fraction(parts)} | {count['passed']} | "
+                     f"{sum(t.status in TO_FIX for t in tests)} | {count['not_implemented']} | "
+                     f"{points(parts.by_hand)} | {gpu} | {secret} |")
     return lines + [""]
 
 
@@ -156,14 +162,25 @@ def _by_hand(tests: list[TestResult]) -> list[str]:
     return lines
 
 
+def _not_graded(report: GradeReport) -> list[str]:
+    """The first lines of a report with no score: not gradable (and why), or the grader failed."""
+    if report.not_gradable:
+        return [f"**Not gradable**: {code(report.not_gradable)}", "",
+                "Nothing of this submission could be graded, so it has no score (it is not a 0): fix what the "
+                "line above says and submit again.", ""]
+    return ["**Not graded yet**: the grader could not complete this submission (its own failure, not the "
+            "submission's score); it is graded again. The grading notes below say what happened.", ""]
+
+
 def feedback_markdown(report: GradeReport) -> str:
+    if report.not_gradable or not report.tests:
+        lines = [f"# Feedback: {code(report.submission)}", "", *_not_graded(report)]
+        return "\n".join(lines + (["## Grading notes", "", fenced("\n".join(report.log)), ""] if report.log else []))
     waiting = [t for t in report.tests if t.status == "not_graded"]
-    graded_max = sum(t.max_points for t in report.tests if t.status != "not_graded")
-    manual = sum(t.max_points for t in report.tests if t.status == "manual")
-    score = f"Score: **{points(report.score)} / {points(graded_max)}** points" + (" graded here" if waiting else "")
-    score += f" ({points(manual)} of them by hand, still to grade)" if manual else ""
+    parts = parts_of(report.tests)
+    score = f"Score: **{fraction(parts)}** points graded here{tail(parts)}."
     lines = [f"# Feedback: {code(report.submission)}", "",
-             score + (". " + _gpu_sentence(waiting) if waiting else ""), ""]
+             score + (" " + _gpu_sentence(waiting) if waiting else ""), ""]
     lines += _table(report) if report.tests else []
     shown = [t for t in report.tests if t.visibility != "hidden"]
     fix = by_function([t for t in shown if t.status in TO_FIX])

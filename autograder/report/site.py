@@ -8,8 +8,10 @@ sheet is a local file, and there is no script at all.
 
 What the index shows: each assignment's score distribution; each test function's pass rate, hardest
 first, with its most common failure messages grouped; the points of each task; the submissions the
-grader could not grade; the points that need a GPU and were not graded here; and every submission,
-linked to its page (its tests as a table, its feedback.md rendered).
+grader could not grade and those that are not gradable (each with its reason; neither is in the
+statistics); the points that need a GPU and were not graded here; and every submission, linked to its
+page (its tests as a table, its feedback.md rendered). Scores are shown out of the points graded here,
+beside the other parts of the maximum (autograder.report.parts), as in every other view.
 
 Everything comes from the gradebook's rows as stored, read through one read-only connection: a status
 this module does not know (a newer grader's) is shown as itself, and every total is read through
@@ -35,6 +37,7 @@ from markdown_it import MarkdownIt
 from autograder.report.gradebook import open_read_only, result_rows, submission_rows
 from autograder.report.markdown import feedback_markdown
 from autograder.report.site_charts import write_charts
+from autograder.report.parts import NONE, Parts, by_assignment, parts_of
 from autograder.report.text import REASONS, points
 from autograder.grading.results import GradeReport
 
@@ -115,6 +118,17 @@ class Submission:
     def graded(self) -> bool:
         return self.status == "graded"
 
+    @property
+    def not_gradable(self) -> bool:
+        return self.status == "not_gradable"
+
+    def parts(self) -> Parts:
+        """The score and the parts of its maximum (autograder.report.parts), from the stored test rows."""
+        return parts_of(self.tests) if self.graded else NONE
+
+    def assignment_parts(self) -> dict[str, Parts]:
+        return by_assignment(self.tests) if self.graded else {}
+
     def count(self, status: str) -> int:
         return sum(t["status"] == status for t in self.tests)
 
@@ -145,7 +159,7 @@ def load(out: Path) -> list[Submission]:
         submissions.append(Submission(
             name=row["name"], status=row["status"], message=row["message"], graded_at=row["graded_at"],
             totals=totals(row), page=page_name(index, row["name"]), tests=mine, log=stored.get("log", []),
-            feedback=_feedback(out, row["name"], row.get("report")) if row["status"] == "graded" else ""))
+            feedback=_feedback(out, row["name"], row.get("report")) if row["status"] != "error" else ""))
     return submissions
 
 
@@ -186,10 +200,10 @@ def assignment_figures(submissions: list[Submission]) -> list[dict]:
     figures = []
     for name in names:
         pairs = [s.totals.assignments[name] for s in graded if name in s.totals.assignments]
-        gpu = [sum(t["max_points"] for t in s.tests if t["assignment"] == name and t["status"] == "not_graded")
-               for s in graded if name in s.totals.assignments]
+        parts = [s.assignment_parts().get(name, NONE) for s in graded if name in s.totals.assignments]
         figures.append({"name": name, "max_score": max(p[1] for p in pairs), "scores": [p[0] for p in pairs],
-                        **stats([p[0] for p in pairs]), "gpu_points": max(gpu, default=0.0)})
+                        **stats([p[0] for p in pairs]), "max_graded": max(p.graded for p in parts),
+                        "by_hand": max(p.by_hand for p in parts), "gpu_points": max(p.gpu for p in parts)})
     return figures
 
 
@@ -311,7 +325,8 @@ def write_site(out: Path) -> Path:
     index.write_text(env.get_template("index.html").render(
         root="", built=built, submissions=submissions, assignments=assignments, charts=charts,
         tests=pass_rates(submissions), tasks=task_points(submissions), gpu=gpu_not_graded(submissions),
-        errors=[s for s in submissions if not s.graded], test_errors=[s for s in submissions if s.count("error")],
+        errors=[s for s in submissions if s.status == "error"],
+        not_gradable=[s for s in submissions if s.not_gradable], test_errors=[s for s in submissions if s.count("error")],
         similarity=(site / SIMILARITY_PAGE).is_file(), grades_csv=(out / "grades.csv").is_file(),
         statuses=_statuses(submissions)), encoding="utf-8")
     page = env.get_template("submission.html")

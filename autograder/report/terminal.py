@@ -12,8 +12,9 @@ from rich.table import Table
 from rich.text import Text
 
 from autograder.report.markdown import by_function
+from autograder.report.parts import NONE, Parts, by_assignment, describe, fraction, parts_of
 from autograder.report.text import REASONS, clean, points
-from autograder.grading.results import GradeReport, TestResult, summary_lines
+from autograder.grading.results import GradeReport, TestResult
 
 STYLES = {
     "passed": "green",
@@ -60,23 +61,43 @@ def assignment_table(assignment: str, tests: list[TestResult]) -> Table:
     return table
 
 
+def summary_lines(report: GradeReport) -> list[str]:
+    """One line per assignment: `alpha  12 / 18 points graded here; 5 need a GPU, not graded here; 23 in all
+    (9/12 tests passed)`, the parts named as in every view (autograder.report.parts)."""
+    groups = report.by_assignment()
+    width = max((len(name) for name in groups), default=0)
+    lines = []
+    for (name, tests), parts in zip(groups.items(), by_assignment(report.tests).values()):
+        passed = sum(t.status == "passed" for t in tests)
+        todo = sum(t.status == "not_implemented" for t in tests)
+        lines.append(f"{name:<{width}}  {describe(parts)}  ({passed}/{len(tests)} tests passed"
+                     + (f"; {todo} not implemented yet)" if todo else ")"))
+    return lines
+
+
 def print_report(report: GradeReport, console: Console | None = None) -> None:
     console = console or Console()
+    if report.not_gradable:
+        console.print(Text(clean(f"not gradable: {report.not_gradable}"), style="bold red"))
     for assignment, tests in report.by_assignment().items():
         console.print(assignment_table(assignment, tests))
     for line in summary_lines(report):
         console.print(Text(line))
-    console.print(Text(f"total {points(report.score)} / {points(report.max_score)} points", style="bold"))
+    if report.tests:
+        console.print(Text(f"total {describe(parts_of(report.tests))}", style="bold"))
     for line in report.log:
         console.print(Text(clean(line), style="dim"))
 
 
 def gradebook_table(rows: list[dict]) -> Table:
-    """The cohort at a glance: one row per submission from `Gradebook.rows()`. Scores are never cut:
-    on a narrow terminal the names and notes wrap instead."""
+    """The cohort at a glance: one row per submission from `Gradebook.rows()`, each score out of the points
+    graded here, then the points awaiting hand grading and needing a GPU. Scores are never cut: on a narrow
+    terminal the names and notes wrap instead."""
     assignments = sorted({name for row in rows for name in row["assignments"]})
-    scores = [[_score(row["assignments"].get(name)) for name in assignments]
-              + [_score((row["score"], row["max_score"]) if row["status"] == "graded" else None)] for row in rows]
+    graded = [row["status"] == "graded" for row in rows]
+    parts = [_parts(row) for row in rows]
+    scores = [[_score(mine.get(name) if ok else None) for name in assignments]
+              + [_score(sum(mine.values(), NONE) if ok else None)] for mine, ok in zip(parts, graded)]
     table = Table(title="gradebook", title_justify="left")
     table.add_column("submission", overflow="fold")
     for column, name in enumerate(assignments + ["total"]):
@@ -95,5 +116,16 @@ def _last_line(message: str) -> str:
     return _fit([line for line in message.splitlines() if line.strip()][-1:])
 
 
-def _score(pair) -> Text:
-    return Text("-" if pair is None else f"{points(pair[0])}/{points(pair[1])}")
+def _parts(row: dict) -> dict[str, Parts]:
+    """The row's parts per assignment (Gradebook.rows()); a row without them counts its maximum as graded."""
+    if "parts" in row:
+        return row["parts"]
+    return {name: Parts(pair[0], pair[1], 0.0, 0.0) for name, pair in row["assignments"].items()}
+
+
+def _score(parts) -> Text:
+    """`12/18` (out of the points graded here), then `+3 by hand`, `+5 GPU` where there are any."""
+    if parts is None:
+        return Text("-")
+    extra = [f"+{points(value)} {name}" for name, value in (("by hand", parts.by_hand), ("GPU", parts.gpu)) if value]
+    return Text(fraction(parts).replace(" ", "") + "".join(f" {e}" for e in extra))

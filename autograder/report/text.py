@@ -53,5 +53,12 @@ def short_name(test: TestResult) -> str:
     return path.rsplit("/", 1)[-1] + sep + rest
 
 
+def rounded(value: float) -> float:
+    """A number of points as every file shows it: to two decimals, without float noise (151.54999999999998
+    is 151.55)."""
+    return round(float(value), 2) + 0.0
+
+
 def points(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else f"{value:.2f}".rstrip("0")
+    value = rounded(value)
+    return str(int(value)) if value.is_integer() else f"{value:.2f}".rstrip("0")

@@ -21,10 +21,13 @@ import resource
 import shutil
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from autograder.sandbox.cputime import backstop
 
 MODES = ("auto", "bwrap", "user", "none")
 MAX_PIDS = 256
@@ -75,11 +78,12 @@ class Protections:
             fs.append("user: active: the worker runs as an unprivileged user of its own (no capabilities, "
                       "no_new_privs); the reference, suites, results and grader files are closed to it; the "
                       "scratch folder is the only place it may write; all its processes are killed after "
-                      "grading; it can reach the network")
+                      "grading; no network (a seccomp filter refuses every socket but AF_UNIX)")
         elif not self.bwrap:
             fs.append(f"{NO_ISOLATION}: the worker ran with the grader's rights: it could read the reference "
                       f"and hidden suites and rewrite results ({ALLOW_UNSANDBOXED} was set); these scores "
-                      "are not protected against cheating")
+                      "are not protected against cheating (only the network is closed: a seccomp filter refuses "
+                      "every socket but AF_UNIX)")
         if self.pids_cgroup:
             procs = f"processes: at most {self.limits.max_pids} (pids cgroup; all killed after grading)"
         elif self.nproc_rlimit:
@@ -93,7 +97,9 @@ class Protections:
             procs,
             f"rlimits: {self.limits.cpu_seconds} s CPU, {memory}, {self.limits.file_size >> 20} MiB per "
             "file written (output included), no core dumps",
-            f"timeout: {self.limits.call_timeout:g} s wall clock per call; the worker is killed and restarted",
+            f"timeout: {self.limits.call_timeout:g} s of CPU time per call, {backstop(self.limits.call_timeout):g} s of "
+            "wall clock as a backstop (a call it stops is the grader's overload, graded again); the worker is "
+            "killed and restarted",
         ]
 
 
@@ -133,10 +139,19 @@ def detect(mode: str = "auto", limits: Limits | None = None) -> Protections:
         raise SandboxUnavailable(
             f"refusing to grade: no isolation would protect the reference, the hidden suites and the results "
             f"from the student's code ({why}). Install Debian's `bubblewrap` where it can create namespaces, "
-            f"or run the grader as root so that the worker runs as an unprivileged user; to grade without any "
-            f"isolation (trusted code only), set {ALLOW_UNSANDBOXED}=1, and every report will say so.")
+            f"or {user_fix()}; to grade without any isolation (trusted code only), set {ALLOW_UNSANDBOXED}=1, and "
+            "every report will say so.")
     return Protections(bwrap=usable, bwrap_note=note, pids_cgroup=PidsCgroup.supported(),
                        limits=within_hard_limits(limits or Limits()), user=as_user)
+
+
+def user_fix() -> str:
+    """What makes the unprivileged-user isolation work here: root, and a Python that user can run."""
+    if os.geteuid() != 0:
+        return "run the grader as root so that the worker runs as an unprivileged user"
+    return (f"let the unprivileged user run this grader's Python ({sys.executable}): as root already, the "
+            "grader needs an interpreter that other users can read and execute, e.g. Debian's python3 with a "
+            "virtual environment outside root's home (make install PYTHON=... or BOOTSTRAP=/usr/bin/python3)")
 
 
 HARD_LIMITS = {"cpu_seconds": resource.RLIMIT_CPU, "address_space": resource.RLIMIT_AS,

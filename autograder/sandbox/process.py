@@ -2,7 +2,8 @@
 
 A worker is started lazily, asked one request at a time, killed (its whole process group, its PID
 namespace under bubblewrap, its pids cgroup) on a timeout, a crash or a protocol violation, and
-started afresh for the next request, so only the affected test fails.
+started afresh for the next request, so only the affected test fails. A call's budget is in CPU
+seconds (cputime.py): a call the machine was too busy to finish raises GraderOverloaded instead.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import builtins
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -18,8 +20,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from autograder.grading import wire
-from autograder.harness.student import Student, scenario_name
+from autograder.harness.student import GraderOverloaded, Student, scenario_name
 from autograder.sandbox import bwrap, staging, user
+from autograder.sandbox.cputime import Meter, backstop, descendants
 from autograder.sandbox.framing import FrameError, read_frame, write_frame
 from autograder.sandbox.policy import PidsCgroup, Protections
 
@@ -27,6 +30,7 @@ LAUNCHER = Path(__file__).with_name("launch.py")
 OUTPUT_TAIL = 3000
 MAX_FAILURES = 2  # timeouts or crashes of one function before its later calls fail without running
 MAX_IN_A_ROW = 5  # timeouts or crashes in a row, of any functions, before no call runs any more
+POLL = 0.2  # seconds between two readings of a running call's CPU time
 # Exceptions a test may expect by type; anything else arrives as StudentError.
 EXPECTABLE = ("ValueError", "TypeError", "NotImplementedError", "AttributeError", "KeyError",
               "IndexError", "RuntimeError", "ZeroDivisionError", "OverflowError", "ArithmeticError",
@@ -122,18 +126,27 @@ class Worker:
         self.last_output = ""
         self.account: user.Account | None = None  # the worker's own user, where it runs as one
         self.shared = False
+        self.meter: Meter | None = None  # the last call's use of the machine
 
     def prestart(self) -> None:
         if self.current is None:
             self.current = self._launch(warm=True)
 
     def request(self, message: dict, timeout: float) -> Any:
-        """Send one request; return the decoded, type-checked answer or raise WorkerError/StudentError."""
+        """Send one request; return the decoded, type-checked answer or raise WorkerError/StudentError.
+
+        `timeout` is the call's budget in CPU seconds; the wall clock is only a backstop, and a call it
+        stops while under budget raises GraderOverloaded (the machine was too busy, not the code slow)."""
         proc = self.ready()
-        deadline = time.monotonic() + timeout
+        self.meter = meter = Meter(lambda: self._pids(proc), timeout)
+        limit = meter.started + backstop(timeout)
         try:
-            write_frame(proc.to_worker, wire.encode(message), deadline)
-            reply = _decode(read_frame(proc.from_worker, wire.MAX_FRAME_BYTES, deadline))
+            write_frame(proc.to_worker, wire.encode(message), limit)
+            while not select.select([proc.from_worker], [], [], POLL)[0]:
+                if meter.verdict() is not None:
+                    raise FrameError("timeout")
+            reply = _decode(read_frame(proc.from_worker, wire.MAX_FRAME_BYTES, limit))
+            meter.read()  # while its processes are there to read
         except (FrameError, OSError, wire.WireError) as exc:
             raise self._failure(exc, timeout) from None
         if type(reply) is not dict or len(reply) != 1 or next(iter(reply)) not in ("ok", "error"):
@@ -142,6 +155,15 @@ class Worker:
         if "error" in reply:
             raise rebuild_exception(reply["error"])
         return reply["ok"]
+
+    def _pids(self, proc: _Process) -> set[int]:
+        members: tuple[int, ...] = ()
+        if proc.cgroup is not None:
+            try:
+                members = tuple(int(p) for p in (proc.cgroup.path / "cgroup.procs").read_text().split())
+            except (OSError, ValueError):
+                pass
+        return descendants(proc.popen.pid, members)
 
     def stop(self) -> None:
         for proc in (self.current, self.spare):
@@ -210,6 +232,8 @@ class Worker:
             rlimits["nproc"] = limits.max_pids
         if self.account is not None:
             rlimits["user"] = [self.account.uid, self.account.gid]
+        if not self.protections.bwrap:  # bubblewrap's own network namespace closes it there
+            rlimits["no_network"] = True
         return rlimits, cgroup
 
     def _take_account(self) -> None:
@@ -225,13 +249,29 @@ class Worker:
             return bwrap.LIB, bwrap.SUBMISSION, bwrap.SCRATCH
         return str(self.lib), str(self.submission), str(self.scratch)
 
-    def _failure(self, exc: Exception, timeout: float, starting: bool = False) -> WorkerError:
+    def _failure(self, exc: Exception, timeout: float, starting: bool = False) -> Exception:
         timed_out = isinstance(exc, FrameError) and str(exc) == "timeout"
+        verdict = None
+        if not starting and self.meter is not None and not timed_out:
+            self.meter.read()  # a crash: what the call used until then, before its processes are gone
+        if timed_out and not starting and self.meter is not None:
+            verdict = self.meter.last or self.meter.verdict() or "overloaded"  # a stalled frame: the backstop
         code = self._discard(settle=0.0 if timed_out else 2.0)
         what = "starting the worker" if starting else "the call"
-        if timed_out:
-            reason = (f"{what} timed out after {timeout:g} s (an endless loop, far too slow, or not reading its "
-                      "requests)")
+        if timed_out and starting:  # nothing of the submission runs before its first call: the machine's
+            return GraderOverloaded(f"the grader was overloaded: starting the worker took more than {timeout:g} s; it "
+                                    "is graded again with less running beside it")
+        if verdict == "overloaded":
+            used = self.meter.used
+            return GraderOverloaded(f"the grader was overloaded: after {self.meter.wall:.0f} s the call had used "
+                                    f"{used.cpu:.1f} of its {timeout:g} CPU seconds and waited {used.waiting:.0f} s "
+                                    "for a core; it is graded again with less running beside it")
+        if verdict == "idle":
+            reason = (f"the call timed out after {timeout:g} s without computing (waiting on a sleep, a lock, a "
+                      "pipe or input that never comes)")
+        elif timed_out:
+            reason = (f"{what} timed out after {timeout:g} s of CPU time (an endless loop, far too slow, or not "
+                      "reading its requests)")
         elif isinstance(exc, wire.WireError):
             reason = f"the worker sent data that is not a valid frame ({exc})"
         else:
@@ -276,9 +316,12 @@ def describe_exit(code: int | None) -> str:
 class RemoteStudent(Student):
     """The `student` fixture when grading: every call and scenario runs in the sandboxed worker.
 
-    Each call has `timeout` seconds and all calls together `budget` seconds; a function (or scenario)
-    that timed out or killed the worker twice is not called again, and after five such failures in a
-    row nothing is. So a submission that loops or crashes costs a bounded time, not a timeout per test.
+    Each call has `timeout` seconds of CPU time and all calls together `budget` seconds (what the calls
+    cost the submission: CPU and idle time, never the time they waited for a busy machine's cores); a
+    function (or scenario) that timed out or killed the worker twice is not called again, and after
+    five such failures in a row nothing is. So a submission that loops or crashes costs a bounded time,
+    not a timeout per test. A scenario with a `cpu_budget` attribute is the grader's own work (a GPU
+    build): it gets that budget instead, outside the submission's.
     """
 
     def __init__(self, worker: Worker, timeout: float, budget: float = 600.0) -> None:
@@ -291,10 +334,11 @@ class RemoteStudent(Student):
 
     def run(self, scenario: Callable | str, **kwargs: Any) -> Any:
         name = scenario_name(scenario)
-        return self._request(name, {"op": "scenario", "name": name, "kwargs": kwargs})
+        own = getattr(scenario, "cpu_budget", None)
+        return self._request(name, {"op": "scenario", "name": name, "kwargs": kwargs}, own)
 
-    def _request(self, target: str, message: dict) -> Any:
-        if self.remaining <= 0:
+    def _request(self, target: str, message: dict, own: float | None = None) -> Any:
+        if self.remaining <= 0 and own is None:
             raise WorkerError("not run: this submission used up its grading time budget (endless loops?)")
         if self.failures.get(target, 0) >= MAX_FAILURES:
             raise WorkerError(f"not run: {target} already timed out or killed the worker {MAX_FAILURES} times")
@@ -302,9 +346,9 @@ class RemoteStudent(Student):
             raise WorkerError(f"not run: the last {MAX_IN_A_ROW} calls into this submission all timed out "
                               "or killed the worker")
         self.worker.ready()
-        started = time.monotonic()
+        self.worker.meter = None
         try:
-            answer = self.worker.request(message, min(self.timeout, self.remaining))
+            answer = self.worker.request(message, own if own is not None else min(self.timeout, self.remaining))
         except WorkerError:
             self.failures[target] = self.failures.get(target, 0) + 1
             self.in_a_row += 1
@@ -313,6 +357,7 @@ class RemoteStudent(Student):
             self.in_a_row = 0
             raise
         finally:
-            self.remaining -= time.monotonic() - started
+            if own is None and self.worker.meter is not None:
+                self.remaining -= self.worker.meter.charged
         self.in_a_row = 0
         return answer

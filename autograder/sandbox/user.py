@@ -10,7 +10,10 @@ back) and before any student code exists.
 What that user can do is set by permissions: the stage folder is open to its group only, the
 submission copy and the worker library are readable, the scratch folder is the only one it may
 write, and the grader's own files (reference, suites, everything beside them) are closed to
-others. When grading ends every process of the uid is killed, round after round until none is left.
+others. When grading ends every process of the uid is killed, round after round until none is left,
+and then everything the uid owns in the world-writable folders (/tmp, /var/tmp, /dev/shm) is removed,
+so that nothing of one submission waits there for the next one graded under the same uid. The network
+is closed by the launcher's seccomp filter (launch.py).
 """
 
 from __future__ import annotations
@@ -26,9 +29,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from autograder.sandbox.staging import remove_tree
+
 FIRST_UID = 61_000  # above the ranges Debian gives system and login users (they end at 59999)
 ACCOUNTS = 64  # slots graded at once on one machine, at most
 KILL_PATIENCE = 20.0
+WORLD_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm")
 
 
 def _lock_dir() -> Path:
@@ -74,11 +80,13 @@ class Account:
                 continue
             account = cls(uid, uid, fd)
             account.kill_all()  # left over by a grader that died without cleaning up
+            remove_files_of(uid)
             return account
         raise OSError(f"all {ACCOUNTS} sandbox users (uid {FIRST_UID} and up) are in use")
 
     def release(self) -> None:
         self.kill_all()
+        remove_files_of(self.uid)
         os.close(self.lock)
 
     def pids(self) -> list[int]:
@@ -113,6 +121,34 @@ class Account:
         stage.chmod(0o750)
         os.chown(scratch, self.uid, self.gid)
         scratch.chmod(0o700)
+
+
+def remove_files_of(uid: int, roots: tuple[str, ...] = WORLD_WRITABLE) -> list[str]:
+    """Remove every file and folder `uid` owns below `roots` (its processes already gone); return those
+    that could not be removed. Symlinks are removed, never followed; the grader's own stage folders
+    (root's, named llmsys-*) are not entered: each is removed whole by the grading that made it."""
+    left = []
+    for root in roots:
+        for top, dirs, files in os.walk(root):  # never through a symlink
+            for name in list(dirs) + files:
+                path = os.path.join(top, name)
+                try:
+                    info = os.lstat(path)
+                except OSError:
+                    continue
+                if name in dirs and (info.st_uid == uid or (info.st_uid == 0 and name.startswith("llmsys-"))):
+                    dirs.remove(name)  # removed whole below, or the grader's own
+                if info.st_uid != uid:
+                    continue
+                try:
+                    if os.path.isdir(path) and not os.path.islink(path):
+                        if not remove_tree(Path(path)):
+                            left.append(path)
+                    else:
+                        os.unlink(path)
+                except OSError:
+                    left.append(path)
+    return left
 
 
 def share_read_only(folder: Path) -> None:

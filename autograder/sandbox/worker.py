@@ -64,6 +64,9 @@ def _handle(request: dict, resolve, scenario_name) -> dict:
 
 def _describe(exc: BaseException) -> dict:
     """Plain data about an exception, without trusting its __str__ or its class."""
+    from autograder.harness.student import unwrap_stub
+
+    exc = unwrap_stub(exc)
     builtin = next((k.__name__ for k in type(exc).__mro__ if getattr(builtins, k.__name__, None) is k), "BaseException")
     try:
         message = str(exc)

@@ -6,8 +6,21 @@ a unit per function, lambda or class body (`_Unit`). From each task module the a
 package code it uses; it then evaluates every unit until nothing changes: a parameter is a tensor when
 the rule names it or a call passes one, a name is one when anything assigned to it may be, an allocation,
 a view or a cast of one is one, and a shape, a stride, a dtype or a length is a number. Flow-insensitive
-and conservative. `FlowAnalysis` leaves the checks to its subclass: `_check(node, unit)` for host code and
-`_check_kernel(node, unit)` for @triton.jit code, called on the last evaluation (`self.reporting`).
+and conservative.
+
+Flows it cannot follow are made conservative or refused (`_store` and the subclass's checks): a name
+bound by an `except ... as`, a `match` capture or a user decorator's function is a tensor; a default
+argument is what it defaults to; a generator returns what it yields; a class body's names and every
+attribute stored are followed by attribute name (`x.stash` is a tensor wherever one was stored in a
+`.stash`), and a user method's (or property's) result by method name; a package module's global read
+through an import is that global. Putting a tensor into a container is followed only where the
+container was made in the same function (`box = []; box.append(t)` makes `box` a tensor); into
+anything else (a module global, an argument, an enclosing function's name) it is refused, and so are
+`global` and `nonlocal`.
+
+`FlowAnalysis` leaves the checks to its subclass: `_check(node, unit)` for host code and
+`_check_kernel(node, unit)` for @triton.jit code, called on the last evaluation (`self.reporting`), and
+`_refuse(node, unit, why)` for a flow that cannot be followed.
 """
 
 from __future__ import annotations
@@ -35,6 +48,21 @@ NUMBER_RESULTS = ("isinstance", "issubclass", "type", "len", "hasattr", "callabl
 # Allocations: their result is a new tensor.
 TENSOR_MAKERS = ("torch.empty", "torch.empty_like", "torch.zeros", "torch.zeros_like", "torch.ones",
                  "torch.ones_like", "torch.full", "torch.full_like", "torch.empty_strided")
+# Methods that put their arguments into the object they are called on (lists and dicts).
+MUTATORS = ("append", "extend", "insert", "update", "setdefault", "add", "appendleft", "extendleft")
+# Builtins whose result is a new container.
+CONTAINERS = ("list", "dict", "set")
+# Decorators whose function is still the one defined (the dotted ones when the rule's host code may use them).
+PLAIN_DECORATORS = ("staticmethod", "classmethod", "property")
+# Special methods a class of host code may define (the others run on operators, loops, `with` ...).
+DUNDER_METHODS = ("__init__", "__post_init__")
+
+
+class _Unknown(ast.expr):
+    """The value of a binding the analysis cannot see (an exception caught, a `match` capture): a tensor."""
+
+
+_UNKNOWN = _Unknown()
 
 # --- The package: modules, their imports and their definitions --------------------------------------
 
@@ -99,6 +127,9 @@ class _Unit:
     env: dict[str, bool] = field(default_factory=dict)
     returns: bool = False
     locals: dict[str, _Unit] = field(default_factory=dict)  # nested functions and lambdas bound to a name
+    header: _Unit | None = None  # a function's decorators and defaults
+    stored: set = field(default_factory=set)  # its containers a tensor was put into (`box.append(t)`)
+    decorated: bool = False  # by a decorator of the package's own: its callers and result are unknown
 
     @property
     def scope(self) -> bool:
@@ -169,6 +200,7 @@ class FlowAnalysis:
         self.units: list[_Unit] = []
         self.by_def: dict[tuple[str, str], _Unit] = {}  # (module, name or Class.method) -> unit
         self.attr_taint: dict[str, bool] = {}
+        self.method_returns: dict[str, bool] = {}  # a user method's (or property's) name -> returns a tensor
         self.user_attributes: set[str] = set()
         self.found: dict[tuple[str, int], Violation] = {}
         self.ranks: dict[tuple[str, int], int] = {}
@@ -177,8 +209,8 @@ class FlowAnalysis:
 
     def _state(self):
         return ([sorted(u.env.items()) for u in self.units], [sorted(u.params.items()) for u in self.units],
-                [(u.returns, u.escapes) for u in self.units], sorted(self.attr_taint.items()),
-                sorted(self.user_attributes))
+                [(u.returns, u.escapes, sorted(u.stored)) for u in self.units], sorted(self.attr_taint.items()),
+                sorted(self.method_returns.items()), sorted(self.user_attributes))
 
     # -- what is reached: the task modules, and the package code they use
 
@@ -274,11 +306,11 @@ class FlowAnalysis:
         defaults = args.defaults + [d for d in args.kw_defaults if d is not None]
         kernel = _is_jit(node, module) or bool(parent and parent.kernel)
         header = decorators + defaults
-        if header:
-            self._add(_Unit(module, node, header, False, parent, f"{qualname}.<header>"))
+        header_unit = self._add(_Unit(module, node, header, False, parent, f"{qualname}.<header>")) if header else None
         statements = [node.body] if isinstance(node, ast.Lambda) else list(node.body)
         statements += [a.annotation for a in named if a.annotation is not None]
-        unit = _Unit(module, node, statements, kernel, parent, qualname)
+        unit = _Unit(module, node, statements, kernel, parent, qualname, header=header_unit)
+        unit.decorated = not kernel and any(not self._plain_decorator(d, header_unit) for d in decorators)
         unit.params = {a.arg: False for a in named}
         unit.params.update({a.arg: True for a in (args.vararg, args.kwarg) if a is not None})
         if parent is None or isinstance(parent.node, ast.ClassDef):
@@ -286,6 +318,16 @@ class FlowAnalysis:
         if parent is None:
             self._contract(unit, escaping=False)
         return self._add(unit)
+
+    def _plain_decorator(self, decorator: ast.expr, header: _Unit) -> bool:
+        """Does the function stay the one defined (staticmethod, a host name such as functools.cache)?"""
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        if isinstance(target, ast.Name) and target.id in PLAIN_DECORATORS:
+            return True
+        if isinstance(target, ast.Attribute) and target.attr in ("setter", "getter", "deleter"):
+            return True
+        dotted = self._resolve(target, header)
+        return dotted is not None and not self._in_package(dotted) and _matches(dotted, self.rule.host_names)
 
     def _contract(self, unit: _Unit, escaping: bool) -> None:
         """An entry point's tensor parameters come from the rule (at least those: calls may add others);
@@ -299,11 +341,15 @@ class FlowAnalysis:
     # -- evaluating a unit: its names' taint, what it passes and returns, and (last) the rules
 
     def _evaluate(self, unit: _Unit) -> None:
+        if unit.decorated:  # a decorator of the package's own may call it with anything, and return anything
+            unit.escapes = unit.returns = True
         if unit.escapes:
             unit.params = {name: True for name in unit.params}
+        self._defaults(unit)
         env = dict(unit.parent.env) if unit.parent is not None and unit.parent.scope else {}
         for name, taint in list(unit.env.items()) + list(unit.params.items()):
             env[name] = env.get(name, False) or taint
+        env.update({name: True for name in unit.stored})
         unit.env = env
         bindings = self._bindings(unit.statements)
         for _ in range(20):
@@ -318,6 +364,8 @@ class FlowAnalysis:
                 break
         if isinstance(unit.node, ast.Module):
             unit.module.env = env
+        if isinstance(unit.node, ast.ClassDef) and not unit.qualname.endswith("<header>"):
+            self.attr_taint.update({name: True for name, taint in env.items() if taint})  # read as Cls.name
         if isinstance(unit.node, ast.Lambda):
             unit.returns = unit.returns or self._taint(unit.node.body, unit)
         for node in self._walk(unit.statements):
@@ -326,29 +374,124 @@ class FlowAnalysis:
                 if not bound and not unit.kernel:
                     node._unit.escapes = True  # type: ignore[attr-defined]
                 continue
-            if isinstance(node, ast.Return) and node.value is not None:
+            if isinstance(node, (ast.Return, ast.Yield, ast.YieldFrom)) and node.value is not None:
                 unit.returns = unit.returns or self._taint(node.value, unit)
             elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                tainted = node.value is not None and self._taint(node.value, unit)
                 for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
                     if isinstance(target, ast.Attribute):
                         self.user_attributes.add(target.attr)
-                        if self._taint(node.value, unit):
+                        if tainted:
                             self.attr_taint[target.attr] = True
+                    if tainted and not unit.kernel and isinstance(target, (ast.Attribute, ast.Subscript)):
+                        self._store(target if isinstance(target, ast.Attribute) else target.value, node, unit)
             elif isinstance(node, ast.Call) and not unit.kernel:
                 self._call_sites(node, unit)
+                func = node.func
+                if (isinstance(func, ast.Attribute) and func.attr in MUTATORS
+                        and self._arguments(node, unit)):
+                    self._store(func.value, node, unit)
             elif isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load) and not unit.kernel:
                 self._escape(node, unit)
             if self.reporting:
                 (self._check_kernel if unit.kernel else self._check)(node, unit)
+        self._method_result(unit)
+
+    def _defaults(self, unit: _Unit) -> None:
+        """A parameter may hold what it defaults to (evaluated where the function is defined)."""
+        node = unit.node
+        if unit.header is None or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            return
+        args = node.args
+        positional = args.posonlyargs + args.args
+        pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults))
+        pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+        for arg, default in pairs:
+            if not unit.params.get(arg.arg) and self._taint(default, unit.header):
+                unit.params[arg.arg] = True
+
+    def _method_result(self, unit: _Unit) -> None:
+        """A method's (or property's) result, by name: `obj.name(...)` and `obj.name` may be it."""
+        if unit.parent is not None and isinstance(unit.parent.node, ast.ClassDef) and unit.returns:
+            self.method_returns[unit.node.name] = True
+
+    def _store(self, receiver: ast.expr, node: ast.AST, unit: _Unit) -> None:
+        """A tensor is put into `receiver` (`receiver.append(t)`, `receiver[i] = t`, `receiver.x = t`).
+
+        Followed where it can be: an attribute by its name (every `.x` read is then a tensor), a container
+        made in this very function by the name holding it. Anything else may be reached by other names the
+        analysis does not see (a module global, an argument, an enclosing function's name): refused."""
+        if isinstance(receiver, ast.Attribute):
+            dotted = self._resolve(receiver, unit)
+            if dotted is None:
+                self.attr_taint[receiver.attr] = True
+                if receiver.attr not in METADATA + VIEWS:
+                    return
+                why = f"puts a tensor into `.{receiver.attr}`, a name tensors use for their metadata and views"
+            else:
+                why = f"puts a tensor into `{dotted}`, a name of a module"
+        elif isinstance(receiver, ast.Name):
+            why = self._store_name(receiver.id, unit)
+            if why is None:
+                return
+        else:
+            text = " ".join(ast.unparse(receiver).split())[:60]
+            why = f"puts a tensor into `{text}`, an object the grader cannot follow"
+        if self.reporting:
+            self._refuse(node, unit, why + " (pass tensors as arguments and return them; put them only into "
+                                           "containers the same function made)")
+
+    def _store_name(self, name: str, unit: _Unit) -> str | None:
+        """None (and `name` holds a tensor from now on) when `name` is a container this function made."""
+        if not unit.scope and not isinstance(unit.node, ast.Module):
+            return f"puts a tensor into `{name}` in a class body or a default argument"
+        if name in unit.params:
+            contract = self.rule.tensors.get(unit.qualname, ())
+            if name in contract:
+                return None  # the grader's own tensor
+            return f"puts a tensor into the argument `{name}`, which the caller may hold under other names"
+        values = [value for targets, value in self._bindings(unit.statements) if name in targets]
+        if not values:
+            kind = self._lookup(name, unit)[0]
+            where = {"local": "an enclosing function's", "global": "the module-level", "alias": "the imported"}
+            return f"puts a tensor into {where.get(kind, 'the')} name `{name}`, which other functions may hold"
+        stale = [v for v in values if not self._fresh(v, unit)]
+        if stale:
+            text = " ".join(ast.unparse(stale[0]).split())[:60] if isinstance(stale[0], ast.AST) and not isinstance(
+                stale[0], _Unknown) else "a value the grader cannot see"
+            return f"puts a tensor into `{name}`, which holds `{text}`, an object made elsewhere"
+        unit.stored.add(name)
+        return None
+
+    def _fresh(self, value: ast.expr | None, unit: _Unit) -> bool:
+        """Is `value` a new container or tensor, made here (a display, list(), an allocation, a view)?"""
+        if value is None or isinstance(value, ast.Constant):
+            return True
+        if isinstance(value, (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)):
+            return True
+        if not isinstance(value, ast.Call):
+            return False
+        func = value.func
+        if isinstance(func, ast.Name) and func.id in CONTAINERS and self._lookup(func.id, unit)[0] == "builtin":
+            return True
+        if isinstance(func, ast.Attribute) and func.attr in VIEWS and func.attr not in self.user_attributes:
+            return True
+        return self._resolve(func, unit) in TENSOR_MAKERS
+
+    def _refuse(self, node: ast.AST, unit: _Unit, why: str) -> None:
+        """A flow the analysis cannot follow, at `node` (the subclass reports it)."""
+        raise NotImplementedError
 
     @staticmethod
     def _walk(statements: list[ast.AST]):
-        """The nodes of these statements, not inside nested functions, lambdas or classes (lambdas
-        themselves are yielded)."""
+        """The nodes of these statements, not inside nested functions, lambdas or classes (which are units
+        of their own; lambdas and definitions themselves are yielded)."""
         stack = list(statements)
         while stack:
             node = stack.pop()
             yield node
+            if isinstance(node, _SCOPES):
+                continue
             for child in ast.iter_child_nodes(node):
                 if isinstance(child, ast.Lambda):
                     yield child
@@ -359,7 +502,8 @@ class FlowAnalysis:
         found: list[tuple[list[str], ast.AST | None]] = []
 
         def names(target: ast.AST) -> list[str]:
-            return [n.id for n in ast.walk(target) if isinstance(n, ast.Name)]
+            """The names a target binds (`x[i] = v` and `x.a = v` bind none: see _store)."""
+            return [n.id for n in ast.walk(target) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
 
         def pairs(target: ast.AST, value: ast.AST | None) -> None:
             if (isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List))
@@ -389,7 +533,11 @@ class FlowAnalysis:
             elif isinstance(node, ast.NamedExpr):
                 found.append((names(node.target), node.value))
             elif isinstance(node, ast.ExceptHandler) and node.name:
-                found.append(([node.name], None))
+                found.append(([node.name], _UNKNOWN))  # what was raised: anything
+            elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+                found.append(([node.name], _UNKNOWN))  # a part of the subject: anything
+            elif isinstance(node, ast.MatchMapping) and node.rest:
+                found.append(([node.rest], _UNKNOWN))
         return found
 
     # -- what a name is
@@ -459,17 +607,26 @@ class FlowAnalysis:
     # -- taint: may this expression's value hold a tensor?
 
     def _taint(self, node: ast.AST | None, unit: _Unit) -> bool:
+        if isinstance(node, _Unknown):
+            return True
         if node is None or isinstance(node, (ast.Constant, ast.BinOp, ast.UnaryOp, ast.Compare, ast.Lambda,
                                              ast.Slice)):
             return False  # arithmetic on a tensor is a finding of its own; its result is not followed
         if isinstance(node, ast.Name):
             kind = self._lookup(node.id, unit)
+            if kind[0] == "alias":
+                return self._package_global(kind[1])
             return bool(kind[1]) if kind[0] in ("local", "global") else False
         if isinstance(node, ast.Attribute):
-            if self._resolve(node, unit) is not None or node.attr in METADATA:
+            dotted = self._resolve(node, unit)
+            if dotted is not None:
+                return self._package_global(dotted)
+            if self.attr_taint.get(node.attr) or self.method_returns.get(node.attr):
+                return True
+            if node.attr in METADATA:
                 return False
             if node.attr in self.user_attributes and node.attr not in VIEWS:
-                return self.attr_taint.get(node.attr, False)
+                return False
             return self._taint(node.value, unit)
         if isinstance(node, ast.Subscript):
             return self._taint(node.value, unit)
@@ -478,12 +635,24 @@ class FlowAnalysis:
         if isinstance(node, ast.IfExp):
             return self._taint(node.body, unit) or self._taint(node.orelse, unit)
         if isinstance(node, ast.Dict):
-            return any(self._taint(v, unit) for v in node.values)
+            return any(self._taint(v, unit) for v in node.keys + node.values if v is not None)
         if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp)):
             return self._taint(node.elt, unit)
         if isinstance(node, ast.DictComp):
-            return self._taint(node.value, unit)
+            return self._taint(node.key, unit) or self._taint(node.value, unit)
         return any(self._taint(child, unit) for child in ast.iter_child_nodes(node) if isinstance(child, ast.expr))
+
+    def _package_global(self, dotted: str) -> bool:
+        """A module-level name of the package read through an import (`from .m import X`, `m.X`)."""
+        if not self._in_package(dotted):
+            return False
+        parts = dotted.split(".")
+        for n in range(len(parts) - 1, 0, -1):
+            module = self.modules.get(".".join(parts[:n]))
+            if module is not None:
+                name = parts[n]
+                return name in module.globals and name not in module.defs and module.env.get(name, False)
+        return False
 
     def _arguments(self, node: ast.Call, unit: _Unit) -> bool:
         return any(self._taint(a, unit) for a in node.args) or any(self._taint(k.value, unit) for k in node.keywords)
@@ -491,7 +660,9 @@ class FlowAnalysis:
     def _call_taint(self, node: ast.Call, unit: _Unit) -> bool:
         callee = self._function(node.func, unit)
         if callee is not None:
-            return self._arguments(node, unit) if isinstance(callee.node, ast.ClassDef) else callee.returns
+            if isinstance(callee.node, ast.ClassDef):
+                return self._arguments(node, unit) or bool(callee.node.decorator_list)
+            return callee.returns
         if isinstance(node.func, ast.Subscript):
             return False  # a kernel launch
         dotted = self._resolve(node.func, unit)
@@ -502,8 +673,14 @@ class FlowAnalysis:
         if isinstance(node.func, ast.Name) and self._lookup(node.func.id, unit)[0] == "builtin":
             if node.func.id in NUMBER_RESULTS or node.func.id in self.rule.number_builtins:
                 return False
+            if (node.func.id == "getattr" and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
+                    and isinstance(node.args[1].value, str)):  # getattr(x, "name") is x.name
+                attribute = ast.Attribute(value=node.args[0], attr=node.args[1].value, ctx=ast.Load())
+                return self._taint(attribute, unit) or self._arguments(node, unit)
             return self._arguments(node, unit)
         if isinstance(node.func, ast.Attribute):
+            if self.method_returns.get(node.func.attr):
+                return True
             if node.func.attr in METADATA:
                 return False
             return self._taint(node.func.value, unit) or self._arguments(node, unit)

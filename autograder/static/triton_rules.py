@@ -28,7 +28,12 @@ module of the package; a parameter is also a tensor when a call passes one (`Cls
 method outside the contract is one; a name is one when anything assigned to it may be; an
 allocation, a view or a cast of one is one; a shape, a stride, a dtype or a length is a number.
 Flow-insensitive and conservative: a name that holds a tensor anywhere in a function is a tensor
-everywhere in it. Code the analysis cannot follow (too deep) fails the rule with a message.
+everywhere in it. A flow the analysis cannot follow is either taken to carry a tensor (an exception
+caught, a `match` capture, a default argument, what a generator yields, a user decorator's function, an
+attribute or a method's result by name) or fails the rule with a message naming the line: `global`,
+`nonlocal`, a tensor put into a container that the function did not make itself (a module global, an
+argument, an enclosing function's name), special methods of a class, methods named like a tensor's
+metadata. Code the analysis cannot follow at all (too deep) fails the rule with a message.
 
 The allowlists are data (`TritonRules`), one set per task, so the next Triton assignment states its
 own entry points and reuses the rest.
@@ -41,8 +46,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autograder.static.checks import Violation
-from autograder.static.flow import (METADATA, TENSOR_MAKERS, VIEWS, FlowAnalysis, _constexprs, _dotted, _matches, _Module,
-                                    _parent, _Unit)
+from autograder.static.flow import (DUNDER_METHODS, METADATA, MUTATORS, TENSOR_MAKERS, VIEWS, FlowAnalysis, _constexprs,
+                                    _dotted, _is_call_of, _matches, _Module, _parent, _Unit)
 
 # Methods of Python's own strings, lists and dicts that host code uses for messages and arguments.
 CONTAINER_METHODS = ("append", "extend", "insert", "pop", "items", "keys", "values", "get", "update", "setdefault",
@@ -166,6 +171,8 @@ class _Analysis(FlowAnalysis):
         self.reporting = True
         for unit in self.units:
             self._evaluate(unit)
+            if isinstance(unit.node, ast.ClassDef) and not unit.kernel and not unit.qualname.endswith("<header>"):
+                self._check_class(unit)
         for module in self.modules.values():
             self._patching(module)
         return sorted(self.found.values(), key=lambda v: (v.file, v.line))
@@ -225,7 +232,38 @@ class _Analysis(FlowAnalysis):
             f"{unit.module.file} line {node.lineno}: `{text}` {why}, in {where} ({rule}; see the handout "
             f"{self.rule.section})")
 
+    def _refuse(self, node: ast.AST, unit: _Unit, why: str) -> None:
+        self._hit(node, unit, why, 0)
+
+    def _check_class(self, unit: _Unit) -> None:
+        """A class of host code: no special methods but __init__ (they run on operators, loops, `with`,
+        indexing, where the analysis cannot see them), no method or attribute named like a tensor's
+        metadata or views (`box.size()` would read as a number)."""
+        for statement in unit.node.body:
+            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                names = [statement.name]
+            elif isinstance(statement, (ast.Assign, ast.AnnAssign)):
+                targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+                names = [t.id for t in targets if isinstance(t, ast.Name)]
+            else:
+                continue
+            for name in names:
+                if name.startswith("__") and name.endswith("__") and name not in DUNDER_METHODS:
+                    self._refuse(statement, unit, f"defines `{name}`, a special method the grader cannot follow "
+                                                  "(use a plain method, called by name)")
+                elif name in METADATA + VIEWS and not name.startswith("__"):
+                    self._refuse(statement, unit, f"defines `{name}`, a name tensors use for their metadata and "
+                                                  "views (rename it)")
+
     def _check(self, node: ast.AST, unit: _Unit) -> None:
+        if isinstance(node, (ast.Global, ast.Nonlocal)):
+            word = "global" if isinstance(node, ast.Global) else "nonlocal"
+            self._refuse(node, unit, f"declares `{word} {', '.join(node.names)}`: the grader cannot follow what "
+                                     "functions keep in names outside them (pass values as arguments and return them)")
+        elif (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and node.attr in MUTATORS
+              and not _is_call_of(node)):
+            self._refuse(node, unit, f"uses `.{node.attr}` as a value: the grader cannot follow what it is given "
+                                     "(call it)")
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             if unit.module.name in self.tasks or not isinstance(unit.node, ast.Module):
                 self._check_import(node, unit)  # another module's imports count where they are used
@@ -312,7 +350,10 @@ class _Analysis(FlowAnalysis):
         if builtin and func.id == "getattr":
             if len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str):
                 base = self._resolve(node.args[0], unit)
-                if base is None:
+                if node.args[1].value in MUTATORS:
+                    self._refuse(node, unit, f"looks up `{node.args[1].value}` by name: the grader cannot follow "
+                                             "what it is given (call the method)")
+                elif base is None:
                     self._check_attribute_name(node, node.args[1].value, unit)
                 elif not _matches(f"{base}.{node.args[1].value}", self.rule.host_names):
                     self._hit(node, unit, f"uses `{base}.{node.args[1].value}`, which is not on the list host code "

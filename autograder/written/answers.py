@@ -26,7 +26,8 @@ with status "manual" until an instructor's scores are imported, see autograder/w
 
 A submission's answers.md is read as text, never run, before any of the submission's code runs:
 sections by `## <ID>` headings; a numeric part is the first number after `<ID>.<letter> =` on its line
-(thousands separators, e-notation and a trailing unit accepted); a part answered on two lines scores 0.
+(thousands separators, e-notation and a trailing unit accepted). An empty `<ID>.<letter> =` line (the
+template's) is no answer; a part answered on two lines scores 0.
 """
 
 from __future__ import annotations
@@ -516,15 +517,18 @@ def _grade_part(assignment: str, part: Part, section: list[str] | None, repeated
     if not found:
         return result("failed", f"{part.id}: no line `{part.id} =` under `## {question}`: keep the template's "
                                 "numeric lines and write the number after the `=`")
-    if len(found) > 1:
+    answered = [rest for rest in found if rest.strip()]  # the template's empty line is no answer
+    if len(answered) > 1:
         where = " (the heading appears more than once)" if repeated else ""
-        return result("failed", f"{part.id}: answered on {len(found)} lines{where}: only one answer counts, so none "
-                                "is graded; keep one line per part")
-    answer = first_number(found[0][:MAX_NUMBER_LINE])
-    shown = found[0].strip()[:80] or "nothing"
-    if not found[0].strip():
-        return result("not_implemented", f"{part.id}: not answered yet: expected a number after `{part.id} =`; "
-                                         "found 'nothing'")
+        return result("failed", f"{part.id}: answered on {len(answered)} lines{where}: only one answer counts, so "
+                                "none is graded; keep one line per part")
+    if not answered:
+        elsewhere = _number_elsewhere(section, question)
+        return result("not_implemented", f"{part.id}: not answered yet: "
+                      + (f"a number appears {elsewhere}; write it after `{part.id} =`" if elsewhere else
+                         f"expected a number after `{part.id} =`; found 'nothing'"))
+    answer = first_number(answered[0][:MAX_NUMBER_LINE])
+    shown = answered[0].strip()[:80]
     if answer is None:
         return result("failed", f"{part.id}: expected a number after `{part.id} =`; found {shown!r}")
     if part.tolerance.kind == "exact" and not answer.is_integer():
@@ -532,6 +536,19 @@ def _grade_part(assignment: str, part: Part, section: list[str] | None, repeated
     if part.tolerance.accepts(answer, part.key):
         return result("passed", f"{part.id}: {answer:g} is {part.tolerance} of the key")
     return result("failed", f"{part.id}: expected {part.tolerance} of the key; got {answer:g}")
+
+
+def _number_elsewhere(section: list[str], question: str) -> str:
+    """Where the first number of the section outside its numeric lines is (below `Answer:` or in the section,
+    with the line), for the feedback of a part left empty; "" when there is none."""
+    numeric = re.compile(rf"^\s*(?:[-*]\s+)?\**{ID}\.[a-z]\**\s*[=:]")
+    below = False
+    for line in section:
+        below = below or line.strip() == "Answer:"
+        if not numeric.match(line) and first_number(line[:MAX_NUMBER_LINE]) is not None:
+            place = "below `Answer:`" if below else f"under `## {question}`"
+            return f"{place} ({line.strip()[:80]!r})"
+    return ""
 
 
 def _prose_result(assignment: str, question: Question, answers: Answers) -> TestResult:

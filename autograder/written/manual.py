@@ -11,8 +11,8 @@ run as a formula (starting with =, +, -, @, a tab or a carriage return) are pref
 `import` validates the whole sheet first (known submission and question, an answer still the one
 exported, every criterion a number from 0 to its maximum; a row left blank is skipped) and writes
 nothing when any row is wrong; then stores the scores in one transaction (a re-import replaces the
-earlier scores of the same answers, never adds to them), and rewrites the submissions' reports and
-OUT/grades.csv, whose totals now include them.
+earlier scores of the same answers, never adds to them). The command then writes every file again from
+the gradebook (autograder.cohort.publish): the reports, grades.csv, these sheets and the cohort report.
 """
 
 from __future__ import annotations
@@ -120,7 +120,8 @@ def _csv_text(sheet: Sheet) -> str:
 
 
 def import_sheet(out: Path, sheet_path: Path) -> list[str]:
-    """Validate the sheet, then store its scores; returns the submissions whose scores changed."""
+    """Validate the sheet, then store its scores in the gradebook; returns the submissions whose scores changed.
+    Nothing else is written: autograder.cohort.publish writes the files from the gradebook."""
     try:
         text = Path(sheet_path).read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
@@ -140,14 +141,7 @@ def import_sheet(out: Path, sheet_path: Path) -> list[str]:
             shown = errors[:MAX_ERRORS] + ([f"... and {len(errors) - MAX_ERRORS} more"] if len(errors) > MAX_ERRORS else [])
             raise ManualError(f"{sheet_path}: nothing imported, fix these rows and import again:\n  "
                               + "\n  ".join(shown))
-        changed = store_manual(book, scores) if scores else []
-        reports = {name: book.report(name) for name in changed}
-        book.export_csv(Path(out) / "grades.csv")
-    from autograder.report import write_all
-
-    for name, report in reports.items():
-        write_all(report, Path(out) / name)
-    return changed
+        return store_manual(book, scores) if scores else []
 
 
 def _validate(book: Gradebook, header: list[str], columns: list[int], rows: list[list[str]],

@@ -3,6 +3,7 @@
 End-to-end `grade` runs with the real grader live with the grade verb's own tests.
 """
 
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -74,7 +75,19 @@ def test_batch_passes_its_timeout_to_the_grading_servers(tmp_path, monkeypatch):
     monkeypatch.setattr(autograder.grading.client, "ServerPool", toy_pool(toy_grade, created))
     make_cohort(tmp_path / "c", {"alice": 1})
     assert main(["batch", str(tmp_path / "c"), "--out", str(tmp_path / "o"), "--timeout", "7"]) == 0
-    assert created == [{"call_timeout": 7.0, "overlap": autograder.grading.client.overlaps("auto", 1)}]
+    assert created == [{"call_timeout": 7.0, "overlap": autograder.grading.client.overlaps("auto", 1), "seed": None,
+                        "secret": ""}]
+
+
+def test_batch_passes_a_fixed_seed_and_the_course_secret_to_the_grading_servers(tmp_path, monkeypatch):
+    created = []
+    monkeypatch.setattr(autograder.grading.client, "ServerPool", toy_pool(toy_grade, created))
+    make_cohort(tmp_path / "c", {"alice": 1})
+    course = tmp_path / "grading.toml"
+    course.write_text('[grading]\nseed_secret = "staff only"\n')
+    assert main(["batch", str(tmp_path / "c"), "--out", str(tmp_path / "o"), "--seed", "5", "--course",
+                 str(course)]) == 0
+    assert created[0]["seed"] == 5 and created[0]["secret"] == "staff only"
 
 
 @pytest.mark.parametrize("flags, expected", [(["--overlap", "never"], False), (["--overlap", "always"], True),
@@ -84,7 +97,7 @@ def test_batch_passes_the_overlap_asked_for_to_the_grading_servers(tmp_path, mon
     monkeypatch.setattr(autograder.grading.client, "ServerPool", toy_pool(toy_grade, created))
     make_cohort(tmp_path / "c", {"alice": 1})
     assert main(["batch", str(tmp_path / "c"), "--out", str(tmp_path / "o"), *flags]) == 0
-    assert created == [{"call_timeout": 60.0, "overlap": expected}]
+    assert created == [{"call_timeout": 60.0, "overlap": expected, "seed": None, "secret": ""}]
 
 
 def test_auto_overlap_only_where_every_worker_has_two_cores():
@@ -175,3 +188,49 @@ def test_python_dash_m_autograder(tmp_path):
     assert done.returncode == 0 and "grade" in done.stdout and "batch" in done.stdout
     done = subprocess.run(run + ["grade", str(tmp_path / "nowhere")], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 2 and "does not exist" in done.stderr
+
+
+def test_a_report_the_machine_was_too_busy_to_finish_is_graded_again_alone_and_never_kept_as_a_grade(tmp_path,
+                                                                                                   monkeypatch):
+    """alice's first grading meets an overloaded machine and her second does not: she is graded; bob's
+    never finishes: he is an error (graded again on the next run), never a score built from errored tests."""
+    calls: list[tuple[str, dict]] = []
+
+    class BusyPool:
+        def __init__(self, **options):
+            self.options = options
+
+        def grade(self, submission):
+            name = Path(submission).name
+            calls.append((name, self.options))
+            report = toy_grade(Path(submission))
+            if name == "bob" or sum(c[0] == "alice" for c in calls) == 1:
+                first = report.tests[0]
+                report.tests[0] = Result(first.name, first.assignment, first.max_points, "error", message="overloaded")
+                report.overloaded = [first.name]
+            return report
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(autograder.grading.client, "ServerPool", BusyPool)
+    make_cohort(tmp_path / "c", {"alice": 2, "bob": 2})
+    assert main(["batch", str(tmp_path / "c"), "--out", str(tmp_path / "o"), "--workers", "2"]) == 1
+    again = [options for name, options in calls[2:]]
+    assert sorted(name for name, _ in calls[2:]) == ["alice", "bob"] and all(not o["overlap"] for o in again)
+    with sqlite3.connect(tmp_path / "o" / "gradebook.sqlite") as db:
+        rows = dict(db.execute("SELECT name, status FROM submissions"))
+        message = db.execute("SELECT message FROM submissions WHERE name = 'bob'").fetchone()[0]
+    assert rows == {"alice": "graded", "bob": "error"} and "grader overloaded" in message
+
+
+def test_the_output_folders_are_private_to_the_grader(tmp_path, monkeypatch):
+    """A worker running as a user of its own (no bubblewrap) must not list the batch's folder or read another
+    student's report: batch and grade make their --out 0700, even one that existed open."""
+    monkeypatch.setattr(autograder.grading.client, "ServerPool", toy_pool(toy_grade))
+    make_cohort(tmp_path / "c", {"alice": 1})
+    out = tmp_path / "o"
+    out.mkdir(mode=0o755)
+    out.chmod(0o755)
+    assert main(["batch", str(tmp_path / "c"), "--out", str(out)]) == 0
+    assert out.stat().st_mode & 0o077 == 0

@@ -19,7 +19,7 @@ from autograder.sandbox.staging import FILES as WORKER_FILES
 
 ROOT = Path(__file__).resolve().parents[2]
 # Top to bottom: each room may import the rooms below it, never one above.
-ROOMS = ("cli", "cohort", "package", "grading", "authoring", "written", "report", "suites", "static", "sandbox",
+ROOMS = ("cli", "package", "cohort", "grading", "authoring", "written", "report", "suites", "static", "sandbox",
          "harness", "vocabulary")
 # The words every room speaks: the results model, the wire format between runner and worker, the solution
 # markers' syntax, and the package itself (a docstring). They import nothing above them.

@@ -77,6 +77,7 @@ def launches(student) -> dict:
 
 
 @pytest.mark.points(2)
+@pytest.mark.edge
 @pytest.mark.task("flash_triton.flash_forward_triton")
 def test_triton_forward_launches_one_triton_kernel(launches):
     """flash_forward_triton launches exactly one Triton kernel (kernels.launches records it).
@@ -87,6 +88,7 @@ def test_triton_forward_launches_one_triton_kernel(launches):
 
 
 @pytest.mark.points(2)
+@pytest.mark.edge
 @pytest.mark.task("flash_triton.flash_backward_triton")
 def test_triton_backward_launches_triton_kernels(launches):
     """flash_backward_triton launches at least two distinct Triton kernels (the D preprocess, then dK/dV/dQ)."""
@@ -182,6 +184,7 @@ def naive_attention_ms(batch: int, heads: int, n: int, head_dim: int, is_causal:
 
 @pytest.mark.gpu
 @pytest.mark.points(3)
+@pytest.mark.edge
 @pytest.mark.task("flash_triton.flash_forward_triton")
 def test_triton_forward_is_three_times_faster_than_naive_attention_on_gpu(student):
     """On a GPU, the Triton forward (bf16, batch 4, 16 heads, N 4096, d 64, causal) takes at most 1/3 of
@@ -199,6 +202,7 @@ def test_triton_forward_is_three_times_faster_than_naive_attention_on_gpu(studen
 
 @pytest.mark.gpu
 @pytest.mark.points(3)
+@pytest.mark.edge
 @pytest.mark.task("flash_triton.FlashAttentionTriton")
 def test_triton_forward_backward_is_faster_than_naive_attention_on_gpu(student):
     """On a GPU, forward+backward through FlashAttentionTriton (bf16, batch 4, 16 heads, N 4096, d 64,

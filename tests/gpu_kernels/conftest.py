@@ -3,9 +3,11 @@
 Expected values are PyTorch's own GeLU (tanh approximation), softmax and matmul computed in float64 on
 the CPU from the very inputs the student's kernel got (bf16/fp16 inputs are rounded already), never
 from the student's code. Tolerances (handout §10): |got - expected| <= atol + rtol * |expected|, with
-fp32 atol = rtol = 1e-4; bf16 2e-2 and fp16 1e-2 for GeLU and softmax; a matmul in bf16/fp16 is
-compared with 2e-2 / 1e-2 of its largest expected magnitude as atol (rounding its output to 8 or 11
-bits is an error relative to the sum's size, not to each element's).
+fp32 atol = rtol = 1e-4; bf16 2e-2 and fp16 1e-2 for GeLU; a softmax in bf16/fp16 with the same rtol
+and an atol of 1e-6 (its probabilities are mostly far below 2e-2, so an atol of 2e-2 would check almost
+none of them; 1e-6 covers fp16's subnormals); a matmul in bf16/fp16 is compared with 2e-2 / 1e-2 of its
+largest expected magnitude (at least 1) as atol (rounding its output to 8 or 11 bits is an error
+relative to the sum's size, not to each element's).
 """
 
 from types import SimpleNamespace
@@ -15,6 +17,9 @@ import torch
 
 FP32 = dict(atol=1e-4, rtol=1e-4)
 HALF = {torch.bfloat16: dict(atol=2e-2, rtol=2e-2), torch.float16: dict(atol=1e-2, rtol=1e-2)}
+# Softmax in half precision: relative. Rounding a probability to bf16/fp16 errs by at most 2^-9 / 2^-12 of
+# it; below fp16's smallest normal (6.1e-5) its spacing (6e-8) is absolute, within the atol.
+SOFTMAX_HALF = {dtype: dict(atol=1e-6, rtol=tol["rtol"]) for dtype, tol in HALF.items()}
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
@@ -97,4 +102,4 @@ def trusted() -> SimpleNamespace:
     """The trusted helpers above, as one fixture."""
     return SimpleNamespace(randn=randn, view=apply_view, gelu64=gelu64, softmax64=softmax64, matmul64=matmul64,
                            assert_close=assert_close, tolerance=tolerance, matmul_tolerance=matmul_tolerance,
-                           fp32=FP32, half=HALF, dtypes=DTYPES)
+                           fp32=FP32, half=HALF, softmax_half=SOFTMAX_HALF, dtypes=DTYPES)

@@ -49,6 +49,7 @@ def test_gelu_is_the_tanh_approximation_at_large_inputs(student, trusted):
 
 
 @pytest.mark.points(1)
+@pytest.mark.edge
 @pytest.mark.task("elementwise.gelu_triton")
 def test_gelu_launches_one_triton_kernel(student, trusted):
     """gelu_triton launches one Triton kernel (kernels.launches records it; an autotuner's trial runs of it
@@ -84,6 +85,7 @@ def test_gelu_half_precision_on_gpu(student, trusted, dtype):
 
 @pytest.mark.gpu
 @pytest.mark.points(2)
+@pytest.mark.edge
 @pytest.mark.task("elementwise.gelu_triton")
 def test_gelu_keeps_up_with_torch_bandwidth_on_gpu(student):
     """On a GPU, gelu_triton on 2²⁶ bf16 elements reaches at least 0.8x the bandwidth of torch's

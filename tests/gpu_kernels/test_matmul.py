@@ -60,6 +60,7 @@ def test_matmul_fused_epilogue_matches_float64(student, trusted, activation):
 
 
 @pytest.mark.points(1)
+@pytest.mark.edge
 @pytest.mark.task("matmul.matmul_triton")
 def test_matmul_with_epilogue_launches_one_triton_kernel(student, trusted):
     """matmul_triton(a, b, bias, "gelu") launches one Triton kernel (by name: an autotuner's
@@ -113,6 +114,7 @@ def test_matmul_half_precision_on_gpu(student, trusted, dtype, activation):
 
 @pytest.mark.gpu
 @pytest.mark.points(3)
+@pytest.mark.edge
 @pytest.mark.task("matmul.matmul_triton")
 def test_matmul_reaches_half_of_cublas_on_gpu(student):
     """On a GPU, matmul_triton in bf16 at 4096³ takes at most 2x the time of torch.matmul (cuBLAS), both
@@ -129,6 +131,7 @@ def test_matmul_reaches_half_of_cublas_on_gpu(student):
 
 @pytest.mark.gpu
 @pytest.mark.points(2)
+@pytest.mark.edge
 @pytest.mark.task("matmul.matmul_triton")
 def test_fused_epilogue_is_faster_than_the_unfused_sequence_on_gpu(student):
     """On a GPU, matmul_triton(a, b, bias, "gelu") in bf16 (M 8192, N 4096, K 512) is faster than

@@ -52,6 +52,7 @@ def test_softmax_is_stable_at_large_inputs(student, trusted, block_size):
 
 
 @pytest.mark.points(1)
+@pytest.mark.edge
 @pytest.mark.task("softmax.softmax_triton")
 def test_softmax_launches_one_triton_kernel(student, trusted):
     """softmax_triton launches one Triton kernel, also for rows longer than a block (fused)."""
@@ -81,7 +82,7 @@ def test_softmax_rejects_what_it_cannot_compute(student):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 def test_softmax_half_precision_on_gpu(student, trusted, dtype):
     """On a GPU, softmax_triton in bf16/fp16 (default blocks, rows of 10000: longer than one block) returns
-    that dtype, close to float64 softmax of the same inputs."""
+    that dtype, within the dtype's relative tolerance of float64 softmax of the same inputs (atol 1e-6)."""
     x = trusted.randn(23, 3, 10000, dtype=dtype, scale=4.0)
     got = student.run(scenarios.softmax, x=x, view=None, block_size=None, device="cuda")
-    trusted.assert_close("softmax", got["y"], trusted.softmax64(x), dtype, trusted.half[dtype])
+    trusted.assert_close("softmax", got["y"], trusted.softmax64(x), dtype, trusted.softmax_half[dtype])

@@ -29,6 +29,7 @@ BF16 = torch.bfloat16
 # whitepaper: up to 228 KB of shared memory per SM; 4 tensor cores per SM.
 WARPS_PER_SM, THREADS_PER_SM, WARP = 64, 2048, 32
 SHARED_PER_SM = 228 * 1024
+SHARED_PER_BLOCK_SM90 = 227 * 1024  # the same table: shared memory per thread block, 9.0
 SHARED_BYTES_PER_CLOCK, CLOCK = 32 * 4, 1.83e9  # the handout's assumption for T3
 TENSOR_CORES_PER_SM, DENSE_BF16_FLOP_PER_CLOCK = 4, 1024
 SYSTOLIC = 128
@@ -51,7 +52,8 @@ def pad(size: int) -> int:
 
 def computed_keys() -> dict[str, float]:
     a100, h100, h200, b200 = (gpu(name) for name in ("A100", "H100", "H200", "B200"))
-    two_waves = max(cols * 128 for cols in range(1, 200) if C.waves(896, cols * 128, 128, 128, h100.num_sms) == 2)
+    two_waves = max(cols * 128 for cols in range(1, 200) if C.waves(1400, cols * 128, 128, 128, h100.num_sms) == 2)
+    stage = (128 + 128) * 64 * 2  # one pipeline stage of 128 x 64 and 64 x 128 bf16 tiles (T9's model)
     m = n = k = 4096
     return {
         "T1.a": a100.ridge_point(), "T1.b": h100.ridge_point(), "T1.c": h200.ridge_point(), "T1.d": b200.ridge_point(),
@@ -62,12 +64,13 @@ def computed_keys() -> dict[str, float]:
         "T3.c": h100.num_sms * SHARED_PER_SM, "T3.d": h100.hbm_bytes / (h100.num_sms * SHARED_PER_SM),
         "T4.a": 2 * 200 * pad(300) * pad(130), "T4.b": 2 * 200 * 300 * 130 / (2 * 200 * pad(300) * pad(130)),
         "T4.c": pad(1000),
-        "T5.a": C.tiles(896, 2432, 128, 128), "T5.b": C.waves(896, 2432, 128, 128, h100.num_sms),
-        "T5.c": C.tile_efficiency(896, 2432, 128, 128, h100.num_sms), "T5.d": C.waves(896, 2432, 128, 128, b200.num_sms),
-        "T5.e": two_waves, "T5.f": two_waves / 2432,
+        "T5.a": C.tiles(1400, 1600, 128, 128), "T5.b": C.waves(1400, 1600, 128, 128, h100.num_sms),
+        "T5.c": C.tile_efficiency(1400, 1600, 128, 128, h100.num_sms), "T5.d": C.waves(1400, 1600, 128, 128, b200.num_sms),
+        "T5.e": two_waves, "T5.f": two_waves / 1600,
         "T6.a": 10 + 30, "T6.b": (8 * 10 + 24 * 30) / (WARP * (10 + 30)),
         "T7.a": 2 * m * n * k * 2 + m * n * 2,
         "T7.b": C.tiles(m, n, 128, 128) * (128 * k + k * 128) * 2 + m * n * 2,
+        "T9.a": 4 * stage, "T9.b": SHARED_PER_BLOCK_SM90 // stage,
     }
 
 
@@ -109,7 +112,7 @@ def test_each_questions_parts_and_rubric_add_up_to_its_points():
     """The header's points are the numeric parts' plus the rubric's; the rubric's criteria add up to it;
     each numeric part has a tolerance of the fixed format."""
     found = questions()
-    assert list(found) == [f"T{i}" for i in range(1, 9)]
+    assert list(found) == [f"T{i}" for i in range(1, 10)]
     for name, text in found.items():
         total = float(re.match(r"\*\*T\d+\.\*\* \*\((\d+(?:\.\d+)?) points?\)\*", text).group(1))
         parts = re.findall(rf"^- \*\*{name}\.[a-z]\*\* \*\((\d+(?:\.\d+)?) points?, (exact|±\d+(?:\.\d+)?%?)\)\*: ",
@@ -144,7 +147,7 @@ def handout_figures() -> list[str]:
         f"{time(gelu):.1f} µs", f"{time(soft2):.1f} µs", f"{time(small):.1f} µs", f"{time(fused):.1f} µs",
         f"{2 * 4096 * 4096 * 1024 / h100.bf16_flops_per_sec * 1e6:.1f} µs of FLOPs",
         f"≈ {fused[0] / (fused[1] + savings):.0f},", f"fused, {fused[0] / fused[1]:.0f}, above both",
-        f"{h100.ridge_point():.0f} FLOP/byte", f"≈ {h200.ridge_point():.0f})",
+        f"67e12 / 3.35e12 = {h100.ridge_point('fp32'):.0f}",
         f"126 / 132 = {C.tile_efficiency(896, 2304, 128, 128, 132):.3f}",
         f"133 / 264 = {C.tile_efficiency(896, 2432, 128, 128, 132):.3f}",
         f"259 / 264 = {C.tile_efficiency(896, 4736, 128, 128, 132):.3f}",

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernels.crosscompile import build_problems, require_compiler
+from kernels.crosscompile import build_problems, report_problems, require_compiler
 from kernels.hardware import SHARED_MEMORY_PER_BLOCK
 
 pytestmark = pytest.mark.triton
@@ -61,6 +61,8 @@ def test_a_build_is_judged_from_plain_data():
     assert build_problems(ok, 227 * 1024) == []
     assert build_problems({**ok, "shared_bytes": 240 * 1024}, 227 * 1024) == [
         "shared memory 240 KiB > 227 KiB on sm_90: smaller tiles or fewer stages"]
+    assert build_problems({**ok, "num_warps": 8, "threads": 256, "registers": 255}, 227 * 1024) == []
+    assert "65792 > 65536 registers" in build_problems({**ok, "threads": 256, "registers": 257}, 227 * 1024)[0]
     assert "without tensor-core instructions" in build_problems({**ok, "tensor_cores": ""}, 227 * 1024)[0]
     assert build_problems({**ok, "shared_bytes": None}, 227 * 1024) == ["no shared-memory size reported"]
     failed = dict(target="sm_90", ok=False, error="boom", where="k.py:3", source_line="x = 1")
@@ -79,3 +81,64 @@ def test_the_launch_recorder_captures_types_and_constexprs():
     assert launch["args"] == [{"name": "x_ptr", "type": "*fp32"}, {"name": "y_ptr", "type": "*fp32"},
                               {"name": "out_ptr", "type": "*fp32"}, {"name": "n", "type": "i32"},
                               {"name": "BLOCK", "constexpr": 1024}]
+
+
+TUTORIAL = "tests.tooling.crosscompile_kernels"
+
+
+def compile_calls(calls: list, target: str) -> dict:
+    """The grader's compile request for `calls` (name, kwargs) of tests/tooling/crosscompile_kernels.py."""
+    from kernels.crosscompile import run_request
+
+    shapes = {"tutorial_matmul": [[512, 512], [512, 512]], "scale_where_a_gpu_is": [[4096]]}
+    return run_request(dict(calls=[dict(module=TUTORIAL, function=name, args=shapes[name], kwargs=kwargs)
+                                   for name, kwargs in calls], dtype="bf16", target=target))
+
+
+def test_builds_are_specialised_as_a_launch_is_so_shared_memory_grows_with_the_stages():
+    """A GPU launch makes unit strides constants and marks 16-divisible pointers and sizes; only then is the
+    K loop pipelined (cp.async on sm_80) with a shared-memory buffer per stage. Unspecialised, the tutorial
+    matmul took 32 KiB at every stage count."""
+    answer = compile_calls([("tutorial_matmul", dict(num_stages=stages)) for stages in (1, 3, 4)], "sm_80")
+    assert "error" not in answer, answer
+    a_ptr, *_, stride_ak = answer["launches"][0]["args"][:8]
+    assert a_ptr == {"name": "a_ptr", "type": "*bf16", "divisibility": 16}
+    assert stride_ak == {"name": "stride_ak", "type": "i32", "constexpr": 1}
+    shared = {b["num_stages"]: b["shared_bytes"] for b in answer["builds"]}
+    assert shared[3] > shared[1] and shared[4] > shared[3], shared
+    assert all(b["async_copies"] and b["tensor_cores"] == "mma.sync" for b in answer["builds"] if b["num_stages"] > 1)
+
+
+def test_a_build_that_cannot_launch_on_the_course_gpu_fails_naming_its_config():
+    """Planted: stage buffers over 227 KiB (256 x 256 x 128 tiles, 4 stages), 64 warps (2048 threads per block),
+    and 32-bit offsets (pid * BLOCK in int32, as the tutorial matmul has them too); the right scale kernel passes."""
+    answer = compile_calls([("tutorial_matmul", dict(block_m=256, block_n=256, block_k=128, num_stages=4)),
+                            ("scale_where_a_gpu_is", dict(num_warps=64)), ("scale_where_a_gpu_is", {}),
+                            ("scale_where_a_gpu_is", dict(wide=False))], "sm_90")
+    problems = report_problems(answer, "planted", "sm_90", 227 * 1024, int64_offsets="use int64")
+    assert len(problems) == 4, problems
+    assert problems[0].startswith("_tutorial_matmul_kernel (planted): shared memory 512 KiB > 227 KiB on sm_90 at "
+                                  "BLOCK_M=256, BLOCK_N=256, BLOCK_K=128, 8 warps, 4 stages"), problems
+    assert problems[1].startswith("_tutorial_matmul_kernel (planted): 32-bit offsets at crosscompile_kernels.py:")
+    assert "2048 threads per block (64 warps of 32) > 1024 on sm_90" in problems[2] and "num_warps <= 32" in problems[2]
+    assert problems[3] == "_scale_kernel (planted): 32-bit offsets at crosscompile_kernels.py:50: use int64"
+
+
+def test_the_dry_run_answers_as_a_gpu_and_restores_torch_after(monkeypatch):
+    """Host code that asks torch.cuda.is_available(), x.is_cuda, x.device.type or kernels.device.interpreted()
+    takes its GPU path in the dry run (the request above launched scale_where_a_gpu_is's kernel); afterwards,
+    and after an error inside, torch answers for this machine again."""
+    from kernels.crosscompile.dryrun import as_on_a_gpu
+    from kernels.device import interpreted
+
+    before, original = torch.cuda.is_available(), torch.cuda.is_available
+    monkeypatch.setenv("TRITON_INTERPRET", "0")  # what the compiling subprocess runs with
+    with pytest.raises(ZeroDivisionError), as_on_a_gpu():
+        x = torch.empty(8, device="cuda")
+        assert torch.cuda.is_available() and torch.cuda.device_count() == 1 and not interpreted()
+        assert x.is_cuda and x.device.type == "cuda"
+        1 / 0
+    assert torch.cuda.is_available is original and torch.cuda.is_available() == before
+    if not before:
+        with pytest.raises((RuntimeError, AssertionError)):
+            torch.empty(8, device="cuda")

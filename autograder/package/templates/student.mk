@@ -24,6 +24,7 @@ endif
 PYTEST := $(PYTHON) -m pytest
 PYTEST_ARGS ?=
 T ?=
+A ?=
 BENCH_ARGS ?=
 
 .PHONY: help install test test-public roofline bench
@@ -31,6 +32,7 @@ BENCH_ARGS ?=
 help:
 	@echo "make test          install if needed, then run the public tests against your code, with the points table"
 	@echo "make test T=TASK   only the tests of one task (e.g. T=flops.FlopCounter) or one module's (T=flops)"
+	@echo "make test A=NAME   only the tests of one assignment (e.g. A=gpu_kernels); combines with T="
 	@echo "make test-public   the same (every test of this release is public)"
 	@echo "make roofline      write build/roofline.png (H100 and H200 rooflines with the lecture's ops)"
 	@echo "make bench         attention benchmarks of your code: table and build/bench_attention.png"
@@ -47,7 +49,8 @@ $(VENV)/.installed-%: pyproject.toml
 	@touch $@
 
 test: install
-	$(PYTEST) $(if $(T),--task $(T)) $(PYTEST_ARGS)
+	@test -z "$(A)" || test -d "assignments/$(A)" || { echo "make test A=$(A): no such assignment; A is one of:" $$(ls assignments); exit 2; }
+	$(PYTEST) $(if $(A),tests/$(A)) $(if $(T),--task $(T)) $(PYTEST_ARGS)
 
 test-public: test
 

@@ -5,10 +5,12 @@ inside their bodies and return only wire types. Inputs arrive as CPU tensors (or
 large ones) and results go back on the CPU. Each one reports what it observed, never a verdict: the
 tests compare it with values computed on the trusted side.
 
-Three observers are used besides the results themselves:
-- `_AtenOps`, a dispatch mode that records every aten op run inside a block and the FLOPs of its
-  matrix products (mm, bmm, addmm, baddbmm, the ops every torch matmul, `@` and einsum end in,
-  except an einsum whose contracted size is 1: an elementwise multiply);
+Four observers are used besides the results themselves:
+- `_AtenOps`, a dispatch mode that records the FLOPs of the matrix products run inside a block (mm,
+  bmm, addmm, baddbmm, the ops every torch matmul, `@` and einsum end in, except an einsum whose
+  contracted size is 1: an elementwise multiply);
+- `kernels.host_ops.computing_ops`, the torch ops that compute (any aten op but allocations, views,
+  copies and metadata) run by the host code of a Triton task;
 - `_dots_per_program`, the `tl.dot` calls of each program of each kernel launched under Triton's
   interpreter (which runs the programs one after another in Python);
 - `kernels.launches.record_launches` (Triton kernels launched) and `kernels.memory.MemoryTracker`.
@@ -24,29 +26,21 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 # aten ops that are matrix products: the first matrix operand's position, for the contracted size.
 _MATMULS = {"aten.mm": 0, "aten.bmm": 0, "aten.addmm": 1, "aten.baddbmm": 1}
-# Torch ops that would do attention's arithmetic: a Triton task must not run any of them.
-_ATTENTION_OPS = set(_MATMULS) | {"aten._softmax", "aten.logsumexp", "aten.matmul", "aten.einsum"}
 
 
 class _AtenOps(TorchDispatchMode):
-    """Records the aten ops run inside the block, and the FLOPs (2·m·n·p) of the matrix products."""
+    """Records the FLOPs (2·m·n·p) of the matrix products run inside the block."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.names: list[str] = []
         self.matmul_flops = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         name = str(func.overloadpacket)
-        self.names.append(name)
         if name in _MATMULS and isinstance(out, torch.Tensor):
             self.matmul_flops += 2 * out.numel() * args[_MATMULS[name]].shape[-1]
         return out
-
-    def attention_ops(self) -> list[str]:
-        """The ops seen that do attention's arithmetic (matmuls, softmax, sdpa), once each."""
-        return sorted({n for n in self.names if n in _ATTENTION_OPS or "scaled_dot_product" in n})
 
 
 @contextmanager
@@ -142,8 +136,10 @@ def _autograd(function, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, do: t
     loss "do": the gradients of o for the upstream gradient do; loss "sum": of o.sum() (autograd then
     hands backward an expanded, stride-0 gradient of ones). Returns o, dq, dk, dv; `saved`, the shape
     and dtype of each tensor saved for backward; `rows`, the saved tensors of shape q.shape[:-1]; and
-    the Triton kernels launched and torch attention ops run in the forward and in the backward.
+    the Triton kernels launched and the computing torch ops run in the forward and in the backward
+    (the loss itself, o.sum(), is taken outside).
     """
+    from kernels.host_ops import computing_ops
     from kernels.launches import record_launches
 
     apply = function.apply
@@ -156,18 +152,16 @@ def _autograd(function, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, do: t
             rows.append(tensor.detach().to("cpu", copy=True))
         return tensor
 
-    with record_launches() as forward, _AtenOps() as forward_ops:
+    with record_launches() as forward, computing_ops() as forward_ops:
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
             o = apply(*leaves, is_causal)
-    with record_launches() as backward, _AtenOps() as backward_ops:
-        if loss == "sum":
-            grads = torch.autograd.grad(o.sum(), leaves)
-        else:
-            grads = torch.autograd.grad(o, leaves, do.to(device))
+    outputs, upstream = (o.sum(), None) if loss == "sum" else (o, do.to(device))
+    with record_launches() as backward, computing_ops() as backward_ops:
+        grads = torch.autograd.grad(outputs, leaves, upstream)
     o, dq, dk, dv = _cpu(o, *grads)
     return {"o": o, "dq": dq, "dk": dk, "dv": dv, "saved": saved, "rows": rows,
             "launches": {"forward": list(forward.names), "backward": list(backward.names)},
-            "torch_ops": {"forward": forward_ops.attention_ops(), "backward": backward_ops.attention_ops()}}
+            "torch_ops": {"forward": forward_ops.names, "backward": backward_ops.names}}
 
 
 def pytorch_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool, q_tile: int, k_tile: int,
@@ -182,16 +176,17 @@ def pytorch_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal
 
 def triton_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool, q_tile, k_tile,
                    device: str) -> dict:
-    """(o, lse) of flash_forward_triton, the Triton kernels it launched and the torch attention ops it ran."""
+    """(o, lse) of flash_forward_triton, the Triton kernels it launched and the computing torch ops it ran."""
+    from kernels.host_ops import computing_ops
     from kernels.launches import record_launches
 
     from flash_attention.flash_triton import flash_forward_triton
 
     q, k, v = _on(device, q, k, v)
-    with record_launches() as launches, _AtenOps() as ops:
+    with record_launches() as launches, computing_ops() as ops:
         o, lse = flash_forward_triton(q, k, v, is_causal=is_causal, q_tile=q_tile, k_tile=k_tile)
     o, lse = _cpu(o, lse)
-    return {"o": o, "lse": lse, "launches": list(launches.names), "torch_ops": ops.attention_ops()}
+    return {"o": o, "lse": lse, "launches": list(launches.names), "torch_ops": ops.names}
 
 
 def triton_forward_dots(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_tile: int, k_tile: int,
@@ -210,18 +205,67 @@ def triton_forward_dots(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_til
     return found
 
 
+def triton_backward_dots(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, do: torch.Tensor, o: dict, lse: dict,
+                         tile: int, device: str) -> dict:
+    """flash_backward_triton without and with the causal mask, q_tile = k_tile = `tile`: for each ("full",
+    "causal"), dq, dk, dv and the launches with their tl.dot calls per program (`_dots_per_program`; None
+    when not interpreted). o and lse are {"full": ..., "causal": ...}, the forward's of each mode."""
+    from flash_attention.flash_triton import flash_backward_triton
+
+    q, k, v, do = _on(device, q, k, v, do)
+    found = {}
+    for mode, is_causal in (("full", False), ("causal", True)):
+        o_mode, lse_mode = _on(device, o[mode], lse[mode])
+        with _dots_per_program() as launches:
+            grads = flash_backward_triton(q, k, v, o_mode, lse_mode, do, is_causal=is_causal, q_tile=tile,
+                                          k_tile=tile)
+        dq, dk, dv = _cpu(*grads)
+        found[mode] = {"dq": dq, "dk": dk, "dv": dv, "launches": launches}
+    return found
+
+
 def triton_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor,
                     do: torch.Tensor, is_causal: bool, q_tile, k_tile, device: str) -> dict:
-    """(dq, dk, dv) of flash_backward_triton, the Triton kernels it launched and the torch attention ops."""
+    """(dq, dk, dv) of flash_backward_triton, the Triton kernels it launched and the computing torch ops."""
+    from kernels.host_ops import computing_ops
     from kernels.launches import record_launches
 
     from flash_attention.flash_triton import flash_backward_triton
 
     inputs = _on(device, q, k, v, o, lse, do)
-    with record_launches() as launches, _AtenOps() as ops:
+    with record_launches() as launches, computing_ops() as ops:
         grads = flash_backward_triton(*inputs, is_causal=is_causal, q_tile=q_tile, k_tile=k_tile)
     dq, dk, dv = _cpu(*grads)
-    return {"dq": dq, "dk": dk, "dv": dv, "launches": list(launches.names), "torch_ops": ops.attention_ops()}
+    return {"dq": dq, "dk": dk, "dv": dv, "launches": list(launches.names), "torch_ops": ops.names}
+
+
+# Atomic adds (the handout's dQ "with atomics") sum in the order the programs run: equal up to rounding.
+ORDER_TOLERANCE = {"forward": dict(rtol=0.0, atol=0.0), "backward": dict(rtol=1e-4, atol=1e-5)}
+
+
+def triton_program_order(part: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
+                         lse: torch.Tensor, do: torch.Tensor, is_causal: bool, q_tile: int, k_tile: int,
+                         device: str):
+    """What changes when the Triton `part` runs its programs in reversed and in shuffled order instead of the
+    interpreter's increasing one (kernels.program_order.program_order_problems): "forward" (o, lse) of
+    flash_forward_triton(q, k, v), "backward" (dq, dk, dv) of flash_backward_triton(q, k, v, o, lse, do),
+    within ORDER_TOLERANCE. A list of problems, [] when nothing changes; None when compiled (on a GPU the
+    hardware chooses the order)."""
+    from kernels.device import interpreted
+
+    if not interpreted():
+        return None
+    from kernels.program_order import program_order_problems
+
+    from flash_attention.flash_triton import flash_backward_triton, flash_forward_triton
+
+    q, k, v, o, lse, do = _on(device, q, k, v, o, lse, do)
+    tiles = dict(is_causal=is_causal, q_tile=q_tile, k_tile=k_tile)
+    if part == "forward":
+        return program_order_problems(lambda: flash_forward_triton(q, k, v, **tiles), "flash_forward_triton",
+                                      **ORDER_TOLERANCE[part])
+    return program_order_problems(lambda: flash_backward_triton(q, k, v, o, lse, do, **tiles),
+                                  "flash_backward_triton", **ORDER_TOLERANCE[part])
 
 
 def pytorch_matmul_flops(seed: int, n: int, head_dim: int, q_tile: int, k_tile: int) -> dict:
@@ -325,3 +369,7 @@ def triton_gpu_builds(dtype: str, target: str, part: str, lead: list, n: int, he
                               target=target, parts=[part], lead=list(lead), n=n, head_dim=head_dim,
                               is_causal=is_causal))
     return answer if "error" in answer else answer.get(part, {"error": f"the compiler gave no answer for the {part}"})
+
+
+# The grader's own work, with a CPU budget of its own (autograder.sandbox.process.RemoteStudent.run).
+triton_gpu_builds.cpu_budget = 300.0  # = kernels.crosscompile.BUILD_CPU_SECONDS (a test checks it)

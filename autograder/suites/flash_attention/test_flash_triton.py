@@ -5,7 +5,7 @@ That a Triton kernel computed a result rests on the static rules of Triton tasks
 applies to the source before any test runs (autograder/static/triton_rules.py, the suite's TRITON_RULES: host
 code allocates, reshapes and launches; the arithmetic is in @triton.jit functions): a submission that
 breaks them fails every test of flash_triton. What the worker reports besides the results (the Triton
-kernels launched, the torch attention ops recorded, the tl.dot calls per program under the
+kernels launched, the computing torch ops recorded, the tl.dot calls per program under the
 interpreter) is said by the student's code: it can only take points away, never earn them alone.
 
 Speed is measured here, never in the worker: the grader's clock times a whole call that runs the
@@ -31,9 +31,11 @@ TINY = dict(lengths=(1, 48), head_dims=(16, 24, 32), lead_sizes=(1, 2))
 
 
 def assert_triton_did_it(what: str, launches: list, torch_ops: list) -> None:
-    """The worker's own account: a kernel launched, no torch attention op. Necessary, not sufficient."""
+    """The worker's own account: a kernel launched, no torch op but allocations, views and copies
+    (kernels.host_ops). Necessary, not sufficient."""
     assert launches, f"{what}: no Triton kernel was launched (kernels.launches saw none)"
-    assert not torch_ops, f"{what}: torch ran attention arithmetic ({', '.join(torch_ops)}); it must be Triton's"
+    assert not torch_ops, (f"{what}: torch computed in the host code ({', '.join(torch_ops)}); host code allocates, "
+                           "reshapes and launches, the kernels compute (handout §8)")
 
 
 @pytest.mark.points(4)
@@ -151,6 +153,60 @@ def test_triton_causal_forward_skips_the_tiles_above_the_diagonal(student, trust
         f"mask and {causal} times with it; a program whose query tile has t of the {total} key tiles at or below "
         f"the diagonal (t = {tiles}) should call it in proportion to t: the tiles above the diagonal must be "
         "skipped (never loaded), not masked (handout §8)")
+
+
+def follows_the_tiles(counts: list[int], full: list[int], tiles: list[int], total: int) -> bool:
+    """Do the programs' tl.dot calls grow in proportion to the tiles they visit: c·t + e with the mask (t
+    tiles visited, sorted alike), c·total + e each without it (c >= 1 a whole number, e >= 0)?"""
+    per_tile = (counts[-1] - counts[0]) / (tiles[-1] - tiles[0])
+    extra = counts[0] - per_tile * tiles[0]
+    return (per_tile >= 1 and per_tile == int(per_tile) and extra >= 0
+            and counts == [extra + per_tile * t for t in tiles] and set(full) == {extra + per_tile * total})
+
+
+@pytest.mark.points(2)
+@pytest.mark.task("flash_triton.flash_backward_triton")
+def test_triton_causal_backward_skips_the_tiles_above_the_diagonal(student, trusted, rng):
+    """Under the interpreter, each backward kernel that calls tl.dot (dK/dV and dQ, or one kernel doing all)
+    makes, per program, tl.dot calls in proportion to the tiles it visits: c·T + e each without the mask,
+    c·t + e with it, where t counts the tiles on the causal side of the diagonal of the program's own
+    tile (q_tile = k_tile, so a key tile and a query tile alike visit 1 to T tiles), at a random causal
+    case (lengths 70 to 100, tiles 16 or 32, o and lse exact); dq, dk and dv match float64 in both
+    modes. A kernel that loads the tiles past the diagonal and masks them makes c·T calls everywhere
+    and loses these points (handout §9)."""
+    case = trusted.draw(rng, lengths=(70, 100), head_dims=(16,), tiles=(16, 32), causal=True, lead=(2,))
+    x, tile = case.inputs(rng.randrange(2**31)), case.q_tile
+    n, batch, total = case.n_queries, math.prod(case.lead), -(-case.n_queries // tile)
+    where = f"n {n}, leading dims {list(case.lead)}, d {case.head_dim}, q_tile = k_tile = {tile}"
+    forward = {mode: trusted.attention64(x["q"], x["k"], x["v"], is_causal) for mode, is_causal in
+               (("full", False), ("causal", True))}
+    got = student.run(scenarios.triton_backward_dots, q=x["q"], k=x["k"], v=x["v"], do=x["do"],
+                      o={mode: o.float() for mode, (o, _) in forward.items()},
+                      lse={mode: lse.float() for mode, (_, lse) in forward.items()}, tile=tile, device=DEVICE)
+    for mode, is_causal in (("full", False), ("causal", True)):
+        wants = trusted.gradients64(x["q"], x["k"], x["v"], x["do"], is_causal)
+        for name, want in zip(("dq", "dk", "dv"), wants):
+            trusted.assert_close(f"{name} ({mode}, {where})", got[mode][name], want, torch.float32, trusted.fp32)
+    if got["full"]["launches"] is None:
+        pytest.skip("tl.dot calls are counted under Triton's interpreter: graded on a machine without a GPU")
+    tiles = sorted(list(range(1, total + 1)) * batch)
+    full = [launch for launch in got["full"]["launches"] if launch["dots"]]
+    causal = [launch for launch in got["causal"]["launches"] if launch["dots"]]
+    assert causal and len(full) == len(causal), (
+        f"flash_backward_triton ({where}): {len(full)} and {len(causal)} kernel launches called tl.dot (not causal, "
+        "causal); the same kernels should run in both")
+    for number, (plain, masked) in enumerate(zip(full, causal), 1):
+        plain_counts = sorted(program[-1] for program in plain["dots"])
+        counts = sorted(program[-1] for program in masked["dots"])
+        what = f"flash_backward_triton ({where}), the kernel launch {number} of {len(causal)} that calls tl.dot"
+        assert len(counts) == len(plain_counts) == len(tiles), (
+            f"{what}: {len(plain_counts)} and {len(counts)} programs called tl.dot (not causal, causal); one per "
+            f"tile of {n} rows and head makes {len(tiles)} (handout §9)")
+        assert follows_the_tiles(counts, plain_counts, tiles, total), (
+            f"{what}: its programs called tl.dot {sorted(set(plain_counts))} times each without the mask and "
+            f"{counts} times with it; a program whose tile has t of the {total} tiles on the causal side of the "
+            f"diagonal (t = {tiles}) should call it in proportion to t: the tiles past the diagonal must be "
+            "skipped (never loaded), not masked (handout §9)")
 
 
 # ---- On a GPU only: half precision and speed --------------------------------------------------------

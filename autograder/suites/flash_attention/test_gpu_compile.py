@@ -6,6 +6,11 @@ GPU (fake CUDA tensors, launches recorded, not run) and each kernel it launches 
 course GPU with Triton's own compiler (kernels.crosscompile; no GPU needed): it must compile, fit in
 the architecture's shared memory per block and put its dots on the tensor cores.
 
+A GPU also runs a grid's programs in no fixed order, the interpreter in increasing order: on a CPU the
+forward and the backward run their programs reversed and shuffled too and must give the same outputs
+(kernels.program_order), which catches a program that writes past its own tile and is repaired by a
+later program.
+
 The course GPU is sm_90 (H100, H200) unless LLMSYS_COURSE_GPU names another target (sm_80, sm_100).
 The build report comes from the sandbox, so it is judged here against this process's own limits, and
 its points need the same task's kernels to be right first: each test checks a tiny float32 case
@@ -30,6 +35,7 @@ DEVICE = str(default_device())
 # The shapes the kernels are built for: the largest head dim of the course (the most shared memory).
 BUILD_CASE = dict(lead=[1, 2], n=256, head_dim=128, is_causal=True)
 TINY = dict(lengths=(1, 48), head_dims=(16, 32), lead_sizes=(1, 2))
+ORDER_CASE = dict(lengths=(33, 48), head_dims=(16,), lead_sizes=(1, 2), tiles=(16,))  # 3 tiles a side
 
 
 def course_target() -> str:
@@ -53,6 +59,7 @@ def assert_builds(student, part: str, dtype: str) -> None:
 
 
 @pytest.mark.points(2)
+@pytest.mark.edge
 @pytest.mark.task("flash_triton.flash_forward_triton")
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 def test_triton_forward_kernels_build_for_the_course_gpu(student, trusted, rng, dtype):
@@ -74,6 +81,7 @@ def test_triton_forward_kernels_build_for_the_course_gpu(student, trusted, rng, 
 
 
 @pytest.mark.points(2)
+@pytest.mark.edge
 @pytest.mark.task("flash_triton.flash_backward_triton")
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 def test_triton_backward_kernels_build_for_the_course_gpu(student, trusted, rng, dtype):
@@ -93,3 +101,29 @@ def test_triton_backward_kernels_build_for_the_course_gpu(student, trusted, rng,
         trusted.assert_close(f"{name} ({case}; the build is checked only for a right backward)", got[name], want,
                              torch.float32, trusted.fp32)
     assert_builds(student, "backward", dtype)
+
+
+@pytest.mark.edge
+@pytest.mark.points(0.5)
+@pytest.mark.parametrize("part", [
+    pytest.param("forward", marks=pytest.mark.task("flash_triton.flash_forward_triton")),
+    pytest.param("backward", marks=pytest.mark.task("flash_triton.flash_backward_triton"))])
+def test_triton_kernels_give_the_same_output_in_any_program_order(student, trusted, rng, part):
+    """The outputs of flash_forward_triton (o, lse) and flash_backward_triton (dq, dk, dv) at a tiny float32
+    case of three tiles a side do not change when the kernels' programs run reversed or shuffled, as a GPU
+    may run them (the backward's within rounding, for dQ added with atomics): no program writes another
+    program's tile. Checked under the interpreter (a CPU), skipped on a GPU, where the hardware chooses
+    the order.
+
+    Hint: mask each store to the program's own tile (rows below n_queries, keys below n_keys).
+    """
+    case = trusted.draw(rng, **ORDER_CASE)
+    x = case.inputs(rng.randrange(2**31))
+    o, lse = trusted.attention64(x["q"], x["k"], x["v"], case.is_causal)
+    problems = student.run(scenarios.triton_program_order, part=part, q=x["q"], k=x["k"], v=x["v"], o=o.float(),
+                           lse=lse.float(), do=x["do"], is_causal=case.is_causal, q_tile=case.q_tile,
+                           k_tile=case.k_tile, device=DEVICE)
+    if problems is None:
+        pytest.skip("programs run in the hardware's order on a GPU: checked under the interpreter only")
+    assert type(problems) is list, f"the program-order check returned {type(problems).__name__}, not a list"
+    assert not problems, f"{case}:\n" + "\n".join(map(str, problems))

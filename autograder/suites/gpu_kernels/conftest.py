@@ -17,8 +17,8 @@ from typing import Callable
 import pytest
 import torch
 
-from tests.gpu_kernels.conftest import (DTYPES, FP32, HALF, apply_view, assert_close, gelu64, matmul64,
-                                        matmul_tolerance, randn, softmax64, tolerance)
+from tests.gpu_kernels.conftest import (DTYPES, FP32, HALF, SOFTMAX_HALF, apply_view, assert_close, gelu64,
+                                        matmul64, matmul_tolerance, randn, softmax64, tolerance)
 
 VIEWS = (None, "t", "step", "offset")
 
@@ -75,7 +75,8 @@ def helpers() -> SimpleNamespace:
     """The trusted helpers above, as one namespace (the `trusted` fixture)."""
     return SimpleNamespace(randn=randn, view=apply_view, draw_view=draw_view, draw_shape=draw_shape, gelu64=gelu64,
                            softmax64=softmax64, matmul64=matmul64, assert_close=assert_close, tolerance=tolerance,
-                           matmul_tolerance=matmul_tolerance, fp32=FP32, half=HALF, dtypes=DTYPES, seconds=seconds,
+                           matmul_tolerance=matmul_tolerance, fp32=FP32, half=HALF, softmax_half=SOFTMAX_HALF,
+                           dtypes=DTYPES, seconds=seconds,
                            median_of=median_of, error=assert_error)
 
 

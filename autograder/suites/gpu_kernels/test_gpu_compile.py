@@ -6,7 +6,12 @@ limits. Here the student's functions run as on a GPU (fake CUDA tensors at the h
 GeLU on 4096 x 4096, softmax rows of 1000 and of 16384 columns, the matmul at 4096³ with and without a
 bias and GeLU; launches recorded, not run) and each kernel launched is compiled for the course GPU with
 Triton's own compiler (kernels.crosscompile; no GPU needed): it must compile, fit the architecture's
-shared memory per block and, for the matmul, put its dots on the tensor cores.
+shared memory per block and launch limits (threads and registers per block), compute its pointer offsets
+in int64 (handout §2) and, for the matmul, put its dots on the tensor cores.
+
+A GPU also runs a grid's programs in no fixed order, the interpreter in increasing order: on a CPU each
+kernel runs its programs reversed and shuffled too and must give the same output (kernels.program_order),
+which catches a program that writes past its own part and is repaired by a later program.
 
 The course GPU is sm_90 (H100, H200) unless LLMSYS_COURSE_GPU names another target (sm_80, sm_100).
 The build report comes from the sandbox, so it is judged here against this process's own limits, and
@@ -42,7 +47,9 @@ def judge(answer, kernel: str, dtype: str, target: str, dots: bool) -> list[str]
     dots: the task's kernel must have a tl.dot on the tensor cores (the matmul)."""
     where = f"{kernel} in {dtype} on {target} ({ARCHITECTURE_GPUS[target]})"
     return report_problems(answer, where, target, SHARED_MEMORY_PER_BLOCK[target],
-                           "no kernel has a tl.dot on the tensor cores (handout §4)" if dots else None)
+                           "no kernel has a tl.dot on the tensor cores (handout §4)" if dots else None,
+                           int64_offsets="a tensor of more than 2³¹ elements overflows them; widen the program id "
+                                         "first, tl.program_id(0).to(tl.int64) (handout §2)")
 
 
 def assert_builds(student, kernel: str, dtype: str, dots: bool = False) -> None:
@@ -53,6 +60,7 @@ def assert_builds(student, kernel: str, dtype: str, dots: bool = False) -> None:
 
 
 @pytest.mark.points(1)
+@pytest.mark.edge
 @pytest.mark.task("elementwise.gelu_triton")
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 def test_gelu_kernel_builds_for_the_course_gpu(student, trusted, rng, dtype):
@@ -66,6 +74,7 @@ def test_gelu_kernel_builds_for_the_course_gpu(student, trusted, rng, dtype):
 
 
 @pytest.mark.points(1)
+@pytest.mark.edge
 @pytest.mark.task("softmax.softmax_triton")
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 def test_softmax_kernels_build_for_the_course_gpu(student, trusted, rng, dtype):
@@ -79,6 +88,7 @@ def test_softmax_kernels_build_for_the_course_gpu(student, trusted, rng, dtype):
 
 
 @pytest.mark.points(2)
+@pytest.mark.edge
 @pytest.mark.task("matmul.matmul_triton")
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 def test_matmul_kernels_build_for_the_course_gpu_with_tensor_cores(student, trusted, rng, dtype):
@@ -97,3 +107,37 @@ def test_matmul_kernels_build_for_the_course_gpu_with_tensor_cores(student, trus
                          torch.float32, trusted.fp32)
     assert_builds(student, "matmul", dtype, dots=True)
 
+
+def order_inputs(trusted, rng, kernel: str) -> dict:
+    """Tiny float32 inputs that give each reference kernel several programs: GeLU on 1100 to 3000 elements,
+    softmax rows of an odd length (its default block is wider than the row), a matmul of 2 or 3 tiles a side."""
+    seed = rng.randrange(2**31)
+    if kernel == "gelu":
+        return {"x": trusted.randn(seed, rng.randint(1100, 3000))}
+    if kernel == "softmax":
+        return {"x": trusted.randn(seed, rng.randint(3, 8), 2 * rng.randint(9, 30) + 1, scale=3.0)}
+    m, n, k = rng.randint(33, 80), rng.randint(33, 80), rng.randint(20, 50)
+    return {"a": trusted.randn(seed, m, k, scale=k ** -0.5), "b": trusted.randn(seed + 1, k, n),
+            "bias": trusted.randn(seed + 2, n)}
+
+
+@pytest.mark.edge
+@pytest.mark.points(0.5)
+@pytest.mark.parametrize("kernel", [pytest.param("gelu", marks=pytest.mark.task("elementwise.gelu_triton")),
+                                    pytest.param("softmax", marks=pytest.mark.task("softmax.softmax_triton")),
+                                    pytest.param("matmul", marks=pytest.mark.task("matmul.matmul_triton"))])
+def test_kernels_give_the_same_output_in_any_program_order(student, trusted, rng, kernel):
+    """The output of gelu_triton, softmax_triton (default block and blocks of 16) and matmul_triton (a bias
+    and GeLU) at a tiny float32 case does not change when the kernel's programs run reversed or shuffled,
+    as a GPU may run them: no program writes another program's part. Checked under the interpreter (a
+    CPU), skipped on a GPU, where the hardware chooses the order.
+
+    Hint: mask each store to the program's own part (a softmax row's last block against the row's end,
+    not the tensor's).
+    """
+    problems = student.run(scenarios.program_order, kernel=kernel, inputs=order_inputs(trusted, rng, kernel),
+                           device=DEVICE)
+    if problems is None:
+        pytest.skip("programs run in the hardware's order on a GPU: checked under the interpreter only")
+    assert type(problems) is list, f"the program-order check returned {type(problems).__name__}, not a list"
+    assert not problems, "\n".join(map(str, problems))

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from autograder.cli import build_parser, cluster_options
-from autograder.cohort.course import ClusterOptions, CourseError, load_cluster
+from autograder.cohort.course import ClusterOptions, CourseError, check, load_cluster
 from autograder.cohort.executors import refusal, sbatch_parameters
 
 COURSE = """
@@ -108,3 +108,17 @@ def test_one_course_file_holds_the_cluster_and_the_late_policy(tmp_path):
     with pytest.raises(CourseError, match=r"\[assignments.flash_attention\]: rule = 'per_day' needs per_day"):
         load_late(tmp_path / "grading.toml")
     assert load_cluster(tmp_path / "grading.toml").partition == "gpu"  # the cluster table is read all the same
+
+
+def test_check_reads_the_whole_file_and_names_what_is_wrong(tmp_path):
+    """What `make gradescope` runs before packaging: every table, each assignment's section against all of them."""
+    path = tmp_path / "grading.toml"
+    late = "".join(f"\n[assignments.{name}]\ndue = 2027-01-20T17:00:00-08:00\nper_day = 0.1\n"
+                   for name in ("resource_accounting", "flash_attention"))
+    path.write_text(COURSE.split("[assignments")[0] + late)
+    check(path, ["flash_attention", "gpu_kernels", "resource_accounting"])
+    with pytest.raises(CourseError, match=r"\[assignments.flash_attention\]: no such assignment"):
+        check(path, ["resource_accounting"])
+    path.write_text(COURSE.split("[assignments")[0] + late + "\n[late-days]\nbudget = 3\n")
+    with pytest.raises(CourseError, match="unknown table or key 'late-days' at the top level.*rename or remove it"):
+        check(path, ["flash_attention", "resource_accounting"])

@@ -233,9 +233,9 @@ def test_batch_keeps_raw_and_penalised_and_ignores_times_inside_submissions(tmp_
     run_batch(cohort, out, grade_fn=toy_grade, console=quiet(), late=(policy, times))
     rows = {r["name"]: r for r in csv.DictReader((out / "grades.csv").open())}
     assert {k: rows["alice"][k] for k in ("alpha", "total", "alpha penalised", "beta penalised", "total penalised",
-                                          "days late")} == \
+                                          "alpha days late", "beta days late")} == \
         {"alpha": "2.0", "total": "3.0", "alpha penalised": "0.0", "beta penalised": "1.0", "total penalised": "1.0",
-         "days late": "2"}
+         "alpha days late": "2", "beta days late": "0"}  # days late per assignment, never summed
     assert (rows["bob"]["total"], rows["bob"]["total penalised"]) == ("1.0", "1.0")
     feedback = (out / "alice" / "feedback.md").read_text()
     assert "- alpha: submitted 2027-01-21T18:00-08:00, due 2027-01-20T17:00-08:00; 2 days late: 100% off" in feedback

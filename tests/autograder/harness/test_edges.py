@@ -1,5 +1,7 @@
 """Edge cases count only with the ordinary case (autograder.harness.edges, the `edge` marker)."""
 
+import pytest
+
 from autograder.harness.edges import settle
 from autograder.grading.results import GradeReport, TestResult
 
@@ -62,3 +64,24 @@ def test_a_visible_edge_case_does_not_name_a_hidden_test():
     settle(report, {"rejects"})
     assert report.tests[2].status == "failed" and "secret" not in report.tests[2].message
     assert report.tests[2].message.endswith("a hidden test of it did not pass")
+
+
+def test_a_stub_called_inside_a_triton_kernel_is_not_implemented_not_a_failure():
+    """A @triton.jit helper that is still a stub raises through the interpreter's InterpreterError: the
+    stub's NotImplementedError is what counts, wherever the stub is first called."""
+    from autograder.harness.student import unwrap_stub
+
+    errors = pytest.importorskip("triton.runtime.errors", reason="triton cannot be installed on this OS")
+    stub = NotImplementedError("_tile_of in gpu_kernels/matmul.py is not implemented yet")
+    try:
+        try:
+            raise stub
+        except NotImplementedError as inner:
+            raise errors.InterpreterError(repr(inner)) from inner
+    except errors.InterpreterError as wrapped:
+        assert unwrap_stub(wrapped) is stub
+    plain = ValueError("a wrong answer")
+    assert unwrap_stub(plain) is plain
+    other = errors.InterpreterError("an index out of range")
+    assert unwrap_stub(other) is other
+

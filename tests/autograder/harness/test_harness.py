@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from autograder.package.layout import HARNESS
+
 ROOT = Path(__file__).resolve().parents[3]
 
 SOLUTION = '''
@@ -70,11 +72,12 @@ def test_needs_gpu(student):
 @pytest.fixture
 def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     monkeypatch.delenv("MAKELEVEL", raising=False)  # the runs are pytest's own, even under `make test`
-    for name in ("kernels", "autograder/harness"):
-        shutil.copytree(ROOT / name, pytester.path / name, ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("conftest.py", "pyproject.toml", "autograder/__init__.py", "autograder/grading/wire.py",
-                 "autograder/grading/results.py"):
-        shutil.copyfile(ROOT / name, pytester.path / name)
+    for name in ("kernels", "conftest.py", "pyproject.toml", *HARNESS):  # what the student release ships
+        (pytester.path / name).parent.mkdir(parents=True, exist_ok=True)
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, pytester.path / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copyfile(ROOT / name, pytester.path / name)
     for tree, text in (("solutions", SOLUTION), ("assignments", STUB), ("submission", SOLUTION)):
         (pytester.path / tree / "demo").mkdir(parents=True)
         (pytester.path / tree / "demo" / "__init__.py").write_text("")

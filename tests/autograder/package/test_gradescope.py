@@ -2,14 +2,19 @@
 
 import json
 import re
+import shutil
 import subprocess
+import sys
+import tomllib
 import zipfile
 
 import jsonschema
+import pytest
 
+from autograder.package import gradescope
 from autograder.package.layout import assignments
 from autograder.report.gradescope import schema
-from tests.autograder.package.conftest import ASSIGNMENT
+from tests.autograder.package.conftest import ASSIGNMENT, clean_env
 
 REGISTRY = re.compile(r"https?://|pypi\.org|pythonhosted|download\.pytorch|index-url", re.IGNORECASE)
 
@@ -52,3 +57,82 @@ def test_run_autograder_writes_valid_results_and_a_submission_cannot_forge_them(
     assert len(data["tests"]) > 100
     if "bubblewrap: active" in data["output"]:  # the sandbox gives the worker no view of the results
         assert not (results / "forged").exists(), "the submission wrote into the results folder"
+
+
+# A course file as the README suggests for `batch`: every assignment's section, and the course's tables.
+COURSE = """
+[cluster]
+executor = "local"
+setup = ["module load cuda/12.4"]
+
+[late_days]
+budget = 4
+after = "zero"
+
+[assignments.resource_accounting]
+due = 2027-01-20T17:00:00-08:00
+grace_minutes = 15
+rule = "capped"
+per_day = 0.1
+cap = 0.3
+
+[assignments.flash_attention]
+due = "2027-02-10T17:00:00Z"
+rule = "late_days"
+
+[assignments.gpu_kernels]
+due = 2027-03-01T17:00:00+01:00
+per_day = 0.2
+"""
+
+# What the packaged grader runs of the course file: `grade --assignment <a> --submission-metadata ...` in
+# the zip's folder reads grading.toml there with autograder.cli.late_policy (grade_command).
+LOAD = """
+import json, sys, autograder
+from autograder.cli import build_parser, late_policy
+args = build_parser().parse_args(["grade", "submission", "--assignment", sys.argv[1], "--submission-metadata",
+                                  "submission_metadata.json"])
+policy = late_policy(args, required=False)
+print(json.dumps({"grader": autograder.__file__, "due": {n: p.due.isoformat() for n, p in policy.assignments.items()},
+                  "budget": policy.late_days.budget}))
+"""
+
+
+def test_each_package_reads_its_own_section_of_a_course_file_of_all_assignments(tmp_path):
+    (tmp_path / "grading.toml").write_text(COURSE)
+    zips = gradescope.build(tmp_path / "dist", tmp_path / "grading.toml")
+    assert [z.stem for z in zips] == assignments() == ["flash_attention", "gpu_kernels", "resource_accounting"]
+    course = tomllib.loads(COURSE)
+    due = {"resource_accounting": "2027-01-20T17:00:00-08:00", "flash_attention": "2027-02-10T17:00:00+00:00",
+           "gpu_kernels": "2027-03-01T17:00:00+01:00"}
+    for name in assignments():
+        source = tmp_path / name / "source"
+        shutil.unpack_archive(tmp_path / "dist" / f"{name}.zip", source)
+        assert sorted(p.name for p in (source / "assignments").iterdir() if p.is_dir()) == [name]
+        packaged = tomllib.loads((source / "grading.toml").read_text())
+        assert packaged == course | {"assignments": {name: course["assignments"][name]}}
+        run = subprocess.run([sys.executable, "-c", LOAD, name], cwd=source, env=clean_env(), capture_output=True,
+                             text=True)
+        assert run.returncode == 0, run.stderr[-3000:]
+        loaded = json.loads(run.stdout)
+        assert loaded["grader"].startswith(str(source)), "the packaged grader was not the one that ran"
+        assert loaded["due"] == {name: due[name]} and loaded["budget"] == 4
+
+
+@pytest.mark.parametrize("text, expected", [
+    (COURSE.replace("per_day = 0.2", "per_dya = 0.2"), r"\[assignments.gpu_kernels\]: unknown key\(s\) per_dya"),
+    (COURSE + "\n[assignments.flash_atention]\ndue = 2027-02-10T17:00:00Z\n",
+     r"\[assignments.flash_atention\]: no such assignment; the assignments are flash_attention, gpu_kernels"),
+    (COURSE.replace("budget = 4", "budget = -1"), r"\[late_days\]: budget must be a whole number"),
+    (COURSE.replace('executor = "local"', 'executor = "kubernetes"'), r"\[cluster\] executor must be one of"),
+    (COURSE + "\n[late_day]\nbudget = 2\n", r"unknown table or key 'late_day' at the top level"),
+    ("[assignments.resource_accounting\n", "is not valid TOML"),
+], ids=["misspelt key", "misspelt assignment", "bad budget", "bad executor", "unknown table", "not TOML"])
+def test_make_gradescope_refuses_a_wrong_course_file_naming_the_key(tmp_path, capsys, text, expected):
+    (tmp_path / "grading.toml").write_text(text)
+    with pytest.raises(SystemExit) as exit_info:
+        gradescope.main([str(tmp_path / "dist"), "--course", str(tmp_path / "grading.toml")])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err
+    assert re.search(expected, error) and str(tmp_path / "grading.toml") in error, error
+    assert "No zip was written: correct the course file" in error and not (tmp_path / "dist").exists()

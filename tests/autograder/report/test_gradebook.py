@@ -142,10 +142,14 @@ def test_export_csv_has_one_row_per_submission(tmp_path):
         book.record_error("carol", "d", "boom")
         book.export_csv(tmp_path / "grades.csv")
     rows = list(csv.reader(open(tmp_path / "grades.csv")))
-    assert rows == [["name", "alpha", "beta", "total", "max", "status"],
-                    ["alice", "3.0", "", "3.0", "3.0", "graded"],
-                    ["bob", "2.0", "0.0", "2.0", "3.0", "graded"],
-                    ["carol", "", "", "", "", "error"]]
+    parts = ["max graded here", "max awaiting hand grading", "max needing a GPU", "max"]
+    assert rows[0] == ["name", "alpha", *(f"alpha {p}" for p in parts), "beta", *(f"beta {p}" for p in parts),
+                       "total", *parts, "status", "reason"]
+    assert rows[1:] == [["alice", "3.0", "3.0", "0.0", "0.0", "3.0", *[""] * 5, "3.0", "3.0", "0.0", "0.0", "3.0",
+                         "graded", ""],
+                        ["bob", "2.0", "2.0", "0.0", "0.0", "2.0", "0.0", "1.0", "0.0", "0.0", "1.0",
+                         "2.0", "3.0", "0.0", "0.0", "3.0", "graded", ""],
+                        ["carol", *[""] * 15, "error", "boom"]]
 
 
 # ------------------------------------------------------------------------------------------------- digest

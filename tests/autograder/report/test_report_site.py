@@ -235,7 +235,13 @@ def test_the_counts_and_score_figures_equal_the_gradebooks(site):
         got = [p[0] for p in pairs]
         gpu, = query(out, "SELECT MAX(s) FROM (SELECT SUM(max_points) s FROM tests WHERE assignment = ? "
                      "AND status = 'not_graded' GROUP BY submission)", row.get_attribute("data-assignment"))
+        by_hand, = query(out, "SELECT MAX(s) FROM (SELECT SUM(max_points) s FROM tests WHERE assignment = ? "
+                         "AND status = 'manual' GROUP BY submission)", row.get_attribute("data-assignment"))
+        graded, = query(out, "SELECT MAX(s) FROM (SELECT SUM(max_points) s FROM tests WHERE assignment = ? "
+                        "AND status NOT IN ('manual', 'not_graded') GROUP BY submission)",
+                        row.get_attribute("data-assignment"))
         assert cells == {"max_score": shown(max(p[1] for p in pairs)), "n": str(len(pairs)),
+                         "max_graded": shown(graded[0] or 0), "by_hand": shown(by_hand[0] or 0),
                          "mean": shown(statistics.fmean(got)), "median": shown(statistics.median(got)),
                          "min": shown(min(got)), "max": shown(max(got)), "gpu_points": shown(gpu[0] or 0)}
 
@@ -281,13 +287,26 @@ def test_every_submission_link_opens_its_page_with_its_score(site):
         status, score, maximum = stored[name]
         assert driver.find_element("id", "submission-name").text == name
         if status == "graded":
-            assert driver.title == f"{name}: {shown(score)} / {shown(maximum)}"
-            assert driver.find_element("id", "score").text == shown(score)
+            assert driver.title == f"{name}: {shown(rows_score(out, name))} / {shown(graded_max(out, name))}"
+            assert driver.find_element("id", "score").text == shown(rows_score(out, name))
             (tests,), = query(out, "SELECT COUNT(*) FROM tests WHERE submission = ?", name)
             assert len(driver.find_elements("css selector", "table.tests tbody tr")) == tests
         else:
             assert driver.title == f"{name}: not graded"
         assert console_errors(driver) == [], name
+
+
+def graded_max(out: Path, name: str) -> float:
+    """The points graded here of one submission: its maximum less those awaiting hand grading or a GPU."""
+    (found,), = query(out, "SELECT SUM(max_points) FROM tests WHERE submission = ? AND status NOT IN "
+                      "('manual', 'not_graded')", name)
+    return found or 0.0
+
+
+def rows_score(out: Path, name: str) -> float:
+    """The points of one submission's test rows (the unknown status added by hand among them)."""
+    (found,), = query(out, "SELECT SUM(points) FROM tests WHERE submission = ?", name)
+    return found or 0.0
 
 
 def table(driver, selector: str, keys: tuple[str, ...]) -> list[tuple]:
@@ -328,4 +347,5 @@ def test_each_tasks_points_and_each_total_equal_the_gradebooks(site):
     assert sorted(name for name, _ in rows) == sorted(stored)
     for name, cells in rows:
         status, score, maximum = stored[name]
-        assert cells["total"] == (f"{shown(score)} / {shown(maximum)}" if status == "graded" else "-")
+        assert cells["total"] == (f"{shown(rows_score(out, name))} / {shown(graded_max(out, name))}"
+                                  if status == "graded" else "-")

@@ -300,16 +300,18 @@ print(json.dumps(results))
 
 
 def test_the_worker_side_evidence_alone_would_be_fooled(tmp_path):
-    """Without the static rules, the dispatch bypass and the numpy copy would pass: right answers, a Triton
-    kernel launched, no torch attention op recorded. (So the rules, not the recorders, hold the points.)"""
+    """Without the static rules, the dispatch bypass would pass: right answers, a Triton kernel launched, no
+    computing torch op recorded. (So the rules, not the recorders, hold the points.) The numpy copy is
+    right too, and the record (an allowlist: allocations, views, copies) shows the tensor it made from
+    host data."""
     trees = {name: tree_with(tmp_path / name, folder(CHEATS / name)) for name in ("dispatch_bypass", "numpy_copy")}
     done = subprocess.run([sys.executable, "-c", PROBE, *map(str, trees.values())], cwd=ROOT, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads(done.stdout.strip().splitlines()[-1])
-    for name, tree in trees.items():
-        assert results[str(tree)] == dict(right=True, launches=results[str(tree)]["launches"], torch_ops=[]), name
-        assert results[str(tree)]["launches"], name
+    bypass, copy = results[str(trees["dispatch_bypass"])], results[str(trees["numpy_copy"])]
+    assert bypass == dict(right=True, launches=bypass["launches"], torch_ops=[]) and bypass["launches"]
+    assert copy["right"] and copy["launches"] and copy["torch_ops"], copy
 
 
 def test_the_grader_fails_every_triton_test_of_the_dispatch_bypass(tmp_path):

@@ -5,8 +5,9 @@ An implementation tree is built in tmp_path: solutions/gpu_kernels copied, then 
 modules on top (tests/autograder/alternatives/gpu_kernels/<name>/), one small edit of a solution module,
 or a cheat (the reference with a few lines added, CHEATS below). The public tests and the hidden suite
 run against it in a subprocess (`pytest ... --impl TREE`), with a fixed seed so that each run draws the
-same cases; GPU tests and the compile checks are deselected here (the compile checks have their own
-tests below). The cheats are judged as the grader judges them: by the static rules, and once end to end.
+same cases; GPU tests and the build checks are deselected here (they have tests of their own in
+test_gpu_compile_grading_gpu_kernels.py), the program-order check of test_gpu_compile.py runs. The
+cheats are judged as the grader judges them: by the static rules, and once end to end.
 """
 
 from __future__ import annotations
@@ -30,7 +31,11 @@ SOLUTION = ROOT / "solutions" / "gpu_kernels"
 STUBS = ROOT / "assignments" / "gpu_kernels"
 ALTERNATIVES = Path(__file__).resolve().parents[1] / "alternatives" / "gpu_kernels"
 SUITE = "autograder/suites/gpu_kernels"
-KERNEL_TESTS = [f"{SUITE}/test_hidden_kernels.py", f"{SUITE}/test_hidden_kernels_contract.py"]
+HIDDEN = "test_hidden_kernels.py"
+CONTRACT = "test_hidden_kernels_contract.py"
+DESIGN = "test_hidden_kernels_design.py"
+ORDER = "test_gpu_compile.py::test_kernels_give_the_same_output_in_any_program_order"  # the builds aside
+KERNEL_TESTS = [f"{SUITE}/{HIDDEN}", f"{SUITE}/{CONTRACT}", f"{SUITE}/{DESIGN}", f"{SUITE}/{ORDER}"]
 PUBLIC = ["tests/gpu_kernels/test_elementwise.py", "tests/gpu_kernels/test_softmax.py",
           "tests/gpu_kernels/test_matmul.py"]
 TASKS = ("elementwise.gelu_triton", "softmax.softmax_triton", "matmul.matmul_triton")
@@ -74,9 +79,10 @@ def test_the_reference_passes_every_kernel_test_and_the_stubs_none(tmp_path):
     assert findings(build_tree(tmp_path / "clean", {})) == [] and findings(stubs) == []
 
 
-@pytest.mark.parametrize("name", ["three_pass_softmax", "row_major_matmul", "sigmoid_gelu"])
+@pytest.mark.parametrize("name", ["sigmoid_gelu"])
 def test_an_alternative_passes_the_public_tests_and_the_hidden_suite(tmp_path, name):
-    """A different but correct kernel earns every point, and breaks no static rule."""
+    """A different but correct kernel earns every point, the design tests' included, and breaks no static
+    rule."""
     tree = build_tree(tmp_path, folder(ALTERNATIVES / name))
     assert findings(tree) == []
     found = kernel_outcomes(tree, tmp_path)
@@ -85,15 +91,21 @@ def test_an_alternative_passes_the_public_tests_and_the_hidden_suite(tmp_path, n
 
 # ---- Wrong implementations ---------------------------------------------------------------------------
 
-HIDDEN = "test_hidden_kernels.py"
-CONTRACT = "test_hidden_kernels_contract.py"
 
-# name: (module, [(text in the solution, its wrong replacement), ...], hidden module to run, hidden tests it fails)
+def replaced_by(name: str, module: str) -> list[tuple[str, str]]:
+    """The edit that replaces the whole of the solution's `module` with that of tests/autograder/alternatives/
+    gpu_kernels/<name>/: right values, a design the handout rules out."""
+    return [((SOLUTION / module).read_text(), (ALTERNATIVES / name / module).read_text())]
+
+
+# name: (module, [(text in the solution, its wrong replacement), ...], hidden module to run besides the design
+# module, hidden tests it fails)
 # A matmul without the K mask reads past the end of each row of a and b, whatever memory holds there: the
-# tests it fails besides the two listed depend on that memory (MAY_ALSO_FAIL).
+# tests it fails besides the three listed depend on that memory (MAY_ALSO_FAIL).
 MAY_ALSO_FAIL = {"matmul without the mask on K": {"test_matmul_keeps_a_half_precision_dtype[bf16]",
                                                   "test_matmul_keeps_a_half_precision_dtype[fp16]",
-                                                  "test_matmul_with_k_zero_is_the_epilogue_of_zero"}}
+                                                  "test_matmul_with_k_zero_is_the_epilogue_of_zero",
+                                                  "test_matmul_epilogue_calls_gelu_tanh"}}
 WRONG = {
     "gelu is the exact erf GeLU, not the tanh approximation": (
         "elementwise.py", [("    a = 0.7978845608028654 * (x + 0.044715 * x * x * x)  # sqrt(2/pi) (x + 0.044715 x³)\n"
@@ -114,7 +126,7 @@ WRONG = {
                         "l = l + tl.sum(tl.exp(x - m_new), 0)")],
         HIDDEN, {"test_softmax_matches_float64_at_random_shapes_views_and_blocks",
                  "test_softmax_is_stable_where_exp_overflows", "test_softmax_keeps_a_half_precision_dtype[bf16]",
-                 "test_softmax_keeps_a_half_precision_dtype[fp16]"}),
+                 "test_softmax_keeps_a_half_precision_dtype[fp16]", "test_softmax_reads_each_element_once_per_pass"}),
     "softmax assumes rows of stride 1": (
         "softmax.py", [("rows.stride(0), rows.stride(1), n_cols", "rows.stride(0), 1, n_cols")],
         HIDDEN, {"test_softmax_matches_float64_at_random_shapes_views_and_blocks"}),
@@ -123,7 +135,8 @@ WRONG = {
                        "mask=rows[:, None] < M, other=0.0)"),
                       ("mask=(k + ks[:, None] < K) & (cols[None, :] < N), other=0.0)",
                        "mask=cols[None, :] < N, other=0.0)")],
-        HIDDEN, {"test_matmul_matches_float64_at_random_shapes", "test_matmul_fused_epilogue_at_random_shapes"}),
+        HIDDEN, {"test_matmul_matches_float64_at_random_shapes", "test_matmul_fused_epilogue_at_random_shapes",
+                 "test_matmul_loads_the_bias_once_per_program"}),
     "matmul adds the bias after the activation": (
         "matmul.py", [("    if HAS_BIAS:\n"
                        "        acc += tl.load(BIAS + cols, mask=cols < N, other=0.0).to(tl.float32)[None, :]\n", ""),
@@ -131,7 +144,8 @@ WRONG = {
                        "        acc = tl.maximum(acc, 0.0)\n    if HAS_BIAS:\n"
                        "        acc += tl.load(BIAS + cols, mask=cols < N, other=0.0).to(tl.float32)[None, :]\n")],
         HIDDEN, {"test_matmul_fused_epilogue_at_random_shapes", "test_matmul_keeps_a_half_precision_dtype[bf16]",
-                 "test_matmul_keeps_a_half_precision_dtype[fp16]", "test_matmul_with_k_zero_is_the_epilogue_of_zero"}),
+                 "test_matmul_keeps_a_half_precision_dtype[fp16]", "test_matmul_with_k_zero_is_the_epilogue_of_zero",
+                 "test_matmul_loads_the_bias_once_per_program", "test_matmul_epilogue_calls_gelu_tanh"}),
     "matmul returns fp32 for bf16 and fp16 inputs": (
         "matmul.py", [("c = torch.empty((M, N), dtype=a.dtype, device=a.device)",
                        "c = torch.empty((M, N), dtype=torch.float32, device=a.device)")],
@@ -143,19 +157,32 @@ WRONG = {
         "matmul.py", [("    check_matmul_inputs(a, b, bias, activation)\n    require_triton()",
                        "    require_triton()")],
         CONTRACT, {"test_matmul_rejects_random_bad_arguments"}),
+    # right in the interpreter's increasing program order only: on a GPU a row's zeros may land after the next row
+    "softmax stores a row's one block masked against the tensor's end, not the row's": (
+        "softmax.py", [("tl.store(y_row + cols, (e / tl.sum(e, 0)).to(Y.dtype.element_ty), mask=mask)",
+                        "tl.store(y_row + cols, (e / tl.sum(e, 0)).to(Y.dtype.element_ty), "
+                        "mask=row * n_cols + cols < tl.num_programs(0) * n_cols)")],
+        ORDER, {"test_kernels_give_the_same_output_in_any_program_order[softmax]"}),
+    "softmax in three passes (maximum, sum, output)": (
+        "softmax.py", replaced_by("three_pass_softmax", "softmax.py"),
+        HIDDEN, {"test_softmax_reads_each_element_once_per_pass"}),
+    "matmul tiles in row-major order, not grouped": (
+        "matmul.py", replaced_by("row_major_matmul", "matmul.py"),
+        HIDDEN, {"test_matmul_tile_of_follows_the_grouped_order"}),
 }
 
 
 @pytest.mark.parametrize("name", list(WRONG))
 def test_a_wrong_implementation_loses_the_points_of_what_it_breaks(tmp_path, name):
-    """One small edit of the solution fails exactly the hidden tests of the property it breaks."""
+    """One small edit of the solution fails exactly the hidden tests of the property it breaks, in its hidden
+    module and in the design module."""
     module, edits, hidden, expected = WRONG[name]
     text = (SOLUTION / module).read_text()
     for right, wrong in edits:
         assert text.count(right) == 1, f"the solution's {module} changed: update the edit of {right!r}"
         text = text.replace(right, wrong)
     tree = build_tree(tmp_path, {module: text})
-    found = outcomes(tree, tmp_path, f"{SUITE}/{hidden}")
+    found = outcomes(tree, tmp_path, f"{SUITE}/{hidden}", f"{SUITE}/{DESIGN}")
     failed = {n.partition("::")[2] for n, outcome in not_passed(found).items() if outcome == "failed"}
     assert expected <= failed <= expected | MAY_ALSO_FAIL.get(name, set()), f"unexpected outcomes: {not_passed(found)}"
 

@@ -2,7 +2,8 @@
 
 A strategy replaces every `raise NotImplementedError(...)` of the student stubs (assignments/) with one
 statement: return 0, 0.0, inf, None, True, False or the function's first argument, or raise ValueError
-(or TypeError). Such a submission is graded by the real grader (sandboxed worker, hidden suites, static
+(or TypeError); or with made-up values behind the right motions (call each function argument as often
+as asked, then return a constant). Such a submission is graded by the real grader (sandboxed worker, hidden suites, static
 checks) with a fixed seed: no public or hidden test may give it a point. `make test` grades three
 strategies, `make test-trivial` every one. Edge cases, rejections and single properties
 count only together with the same task's ordinary behaviour (the `edge` marker), so refusing
@@ -36,6 +37,15 @@ STRATEGIES = {
     "refuse": "raise ValueError('no')",
     "refuse_type": "raise TypeError('no')",
     "refuse_as_asked": "raise {error}('no')",  # TypeError where the handout asks for one, else ValueError
+    # Made-up values behind the right motions: call every callable argument as often as the integer
+    # arguments add up to (a benchmark's warmup + rep), with the extra positional arguments, then return a
+    # constant. Tests of how a function works count only with its value tests (the `edge` marker).
+    "made_up": "_times = sum(v for v in [{params}] if type(v) is int and 0 < v < 1000)\n"
+               "for _fn in [{params}]:\n"
+               "    if callable(_fn) and not isinstance(_fn, type):\n"
+               "        for _ in range(_times or 1):\n"
+               "            _fn(*{varargs})\n"
+               "return 1.0",
 }
 TYPE_ERRORS = {"float_format"}
 # `make test` grades one constant, the echo and the refusal; `make test-trivial` (LLMSYS_TRIVIAL=all) every one.
@@ -43,7 +53,11 @@ QUICK = ("zero", "input", "refuse_as_asked")
 
 
 def graded_strategies() -> list[str]:
-    return list(STRATEGIES) if os.environ.get("LLMSYS_TRIVIAL") == "all" else list(QUICK)
+    """QUICK; every strategy with LLMSYS_TRIVIAL=all; or the strategies named, comma-separated."""
+    chosen = os.environ.get("LLMSYS_TRIVIAL", "")
+    if chosen == "all":
+        return list(STRATEGIES)
+    return [s for s in chosen.split(",") if s in STRATEGIES] or list(QUICK)
 
 
 def _is_stub_raise(node: ast.AST) -> bool:
@@ -60,9 +74,11 @@ class _Answer(ast.NodeTransformer):
     def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.FunctionDef:
         self.generic_visit(node)
         names = [a.arg for a in node.args.posonlyargs + node.args.args if a.arg not in ("self", "cls", "ctx")]
+        every = names + [a.arg for a in node.args.kwonlyargs]
         error = "TypeError" if node.name in TYPE_ERRORS else "ValueError"
-        text = self.statement.format(first=names[0] if names else "None", error=error)
-        node.body = [ast.parse(text).body[0] if _is_stub_raise(s) else s for s in node.body]
+        text = self.statement.format(first=names[0] if names else "None", error=error, params=", ".join(every),
+                                     varargs=node.args.vararg.arg if node.args.vararg else "()")
+        node.body = [new for s in node.body for new in (ast.parse(text).body if _is_stub_raise(s) else [s])]
         return node
 
 

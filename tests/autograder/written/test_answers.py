@@ -173,6 +173,20 @@ def test_a_repeated_heading_or_line_answers_nothing():
     assert graded(both)["written/T2.a"][:2] == ("failed", 0)
 
 
+def test_the_templates_empty_line_is_no_answer_and_a_number_below_it_is_pointed_at():
+    """An empty `T2.a =` line left beside an answered one is not a second answer; left alone, with the number
+    written below `Answer:`, the feedback says where to move it; two written lines still answer nothing."""
+    kept = graded(answers(t2a="\nT2.a = 295.34"))
+    assert kept["written/T2.a"][:2] == ("passed", 1), kept["written/T2.a"]
+    below = graded(answers(t2a="", prose="295.34, since the ridge is peak over bandwidth."))
+    status, points, message = below["written/T2.a"]
+    assert (status, points) == ("not_implemented", 0) and "answered on" not in message, message
+    assert "a number appears below `Answer:` ('295.34, since" in message and "write it after `T2.a =`" in message
+    assert graded(answers(t2a=""))["written/T2.a"][2].endswith("expected a number after `T2.a =`; found 'nothing'")
+    two = graded(answers(t2a="300\nT2.a = 295.34\nT2.a ="))["written/T2.a"]
+    assert two[:2] == ("failed", 0) and "answered on 2 lines" in two[2], two
+
+
 def test_the_prose_waits_for_a_grader_and_an_empty_prose_scores_nothing():
     result = grade_answers("a", parse_handout(QUESTION), parse_answers(answers(prose="Since x.\n### Why\nmore")))
     prose = next(r for r in result if r.name == "written/T2")

@@ -1,0 +1,106 @@
+"""The project's own kernels: what `make gpu-compile` builds (FlashAttention of a tree, the demos, gpu_kernels)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from kernels.crosscompile.compiler import Build, builds_for
+from kernels.crosscompile.dryrun import AutogradContext, gpu_launches, torch_dtype, unique_launches
+
+ROOT = Path(__file__).resolve().parents[2]
+DTYPES = ("bf16", "fp16")
+
+
+def autograd_function_call(function, make, shape: tuple, dtype, is_causal: bool) -> None:
+    """function.forward then function.backward (an autograd.Function's), on fake tensors of `shape`."""
+    ctx = AutogradContext()
+    q, k, v = (make(*shape, dtype=dtype) for _ in range(3))
+    function.forward(ctx, q, k, v, is_causal)
+    function.backward(ctx, make(*shape, dtype=dtype))
+
+
+def flash_attention_call(tree: str, dtype: str, head_dim: int, is_causal: bool, n: int = 256):
+    """A call that runs tree's FlashAttentionTriton forward and backward (default tiles) as on a GPU."""
+
+    def call(make):
+        import importlib
+
+        from kernels import impl
+
+        impl.activate(impl.resolve(tree, ROOT))
+        function = importlib.import_module("flash_attention.flash_triton").FlashAttentionTriton
+        autograd_function_call(function, make, (1, 2, n, head_dim), torch_dtype(dtype), is_causal)
+
+    return call
+
+
+def demos_call(dtype: str):
+    def call(make):
+        from kernels import demos
+
+        x = make(4096, dtype=torch_dtype(dtype))
+        demos.add(x, x)
+        demos.gelu(x)
+
+    return call
+
+
+# gpu_kernels' entry points at the shapes they are built for: {name: [(module, function, tensor shapes,
+# keyword arguments), ...]}; every tensor in the build's dtype. The softmax twice: rows in one block
+# and rows longer than the largest block (another constexpr, another kernel).
+GPU_KERNELS_CALLS = {
+    "gelu": [("gpu_kernels.elementwise", "gelu_triton", [[4096, 4096]], {})],
+    "softmax": [("gpu_kernels.softmax", "softmax_triton", [[1024, 1000]], {}),
+                ("gpu_kernels.softmax", "softmax_triton", [[1024, 16384]], {})],
+    "matmul": [("gpu_kernels.matmul", "matmul_triton", [[4096, 4096], [4096, 4096], [4096]], {"activation": "gelu"}),
+               ("gpu_kernels.matmul", "matmul_triton", [[4096, 4096], [4096, 4096]], {})],
+}
+
+
+def run_calls(calls: list, make, dtype: str) -> None:
+    """Call each (module, function, shapes, kwargs) on fake tensors of those shapes in `dtype`."""
+    import importlib
+
+    for module, function, shapes, kwargs in calls:
+        getattr(importlib.import_module(module), function)(*(make(*s, dtype=torch_dtype(dtype)) for s in shapes),
+                                                           **kwargs)
+
+
+def gpu_kernels_call(tree: str, dtype: str):
+    """A call that runs tree's gpu_kernels entry points (GPU_KERNELS_CALLS) as on a GPU."""
+
+    def call(make):
+        from kernels import impl
+
+        impl.activate(impl.resolve(tree, ROOT))
+        run_calls([c for calls in GPU_KERNELS_CALLS.values() for c in calls], make, dtype)
+
+    return call
+
+
+def matrix(targets, dtypes, head_dims, all_configs: bool, tree: str = "solutions") -> list[Build]:
+    """Every build of the project's kernels: FlashAttention causal (at every autotune config) and not
+    causal (at the first: the same code as the causal kernels' unmasked loop), the demos, and
+    gpu_kernels' GeLU, softmax and matmul (GPU_KERNELS_CALLS)."""
+    builds = []
+    for dtype in dtypes:
+        cases = [(f"{dtype} d {d} {'causal' if causal else 'full'}", flash_attention_call(tree, dtype, d, causal),
+                  all_configs and causal) for d in head_dims for causal in (True, False)]
+        cases.append((f"{dtype}", demos_call(dtype), all_configs))
+        cases.append((f"{dtype} gpu_kernels", gpu_kernels_call(tree, dtype), all_configs))
+        for label, call, every_config in cases:
+            for launch in unique_launches(gpu_launches(call)):
+                for target in targets:
+                    builds += builds_for(launch, target, label, every_config)
+    seen, kept = set(), []
+    for b in builds:  # a kernel without the causal flag (the preprocess) appears in both cases: build once
+        key = json.dumps([b.module, b.kernel, b.target, b.signature, b.constexprs, b.divisible, b.num_warps,
+                          b.num_stages],
+                         sort_keys=True, default=str)
+        if key not in seen:
+            seen.add(key)
+            kept.append(b)
+    return kept
+
+

@@ -1,0 +1,140 @@
+"""The grader's compile request: a student's functions run as on a GPU and built, in a subprocess.
+
+An interpreted process (the grader's worker on a CPU) cannot build: run_request answers in a fresh
+`python -m kernels.crosscompile --request IN --out OUT` with TRITON_INTERPRET=0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from kernels.crosscompile.compiler import build, builds_for
+from kernels.crosscompile.dryrun import AutogradContext, as_on_a_gpu, torch_dtype, unique_launches
+from kernels.crosscompile.report import shorten
+
+
+def student_parts(request: dict) -> dict:
+    """{"forward": launches, "backward": launches} of the student's FlashAttentionTriton run as on a GPU,
+    or {part: "error message"} for a part whose host code failed (the backward needs the forward)."""
+    import importlib
+
+    import torch
+
+    from kernels.launches import record_launches
+
+    function = getattr(importlib.import_module(request["module"]), request["function"])
+    shape = (*request["lead"], request["n"], request["head_dim"])
+    dtype = torch_dtype(request["dtype"])
+    ctx, parts = AutogradContext(), {}
+    with as_on_a_gpu():
+        q, k, v, do = (torch.empty(*shape, dtype=dtype, device="cuda") for _ in range(4))
+        for part, step in (("forward", lambda: function.forward(ctx, q, k, v, request["is_causal"])),
+                           ("backward", lambda: function.backward(ctx, do))):
+            try:
+                with record_launches(dry_run=True) as record:
+                    step()
+            except Exception as exc:  # noqa: BLE001  (the student's host code failed: report it)
+                parts[part] = f"{request['function']}.{part} failed when run as on a GPU: {type(exc).__name__}: " \
+                              f"{shorten(str(exc))}"
+                if part == "forward":
+                    parts["backward"] = "not run: the forward failed"
+                    break
+            else:
+                parts[part] = unique_launches(record.launches)
+    return parts
+
+
+def student_calls(request: dict) -> dict:
+    """{"launches": [...], "builds": [...]} of the calls request["calls"] (each {"module", "function",
+    "args": tensor shapes, "kwargs"}) run as on a GPU on tensors of request["dtype"], built for
+    request["target"] at each kernel's first config (every config with all_configs); or {"error": ...}."""
+    import importlib
+
+    import torch
+
+    from kernels.launches import record_launches
+
+    dtype = torch_dtype(request["dtype"])
+    launches = []
+    for call in request["calls"]:
+        where = f"{call['module']}.{call['function']}"
+        try:
+            function = getattr(importlib.import_module(call["module"]), call["function"])
+            with as_on_a_gpu(), record_launches(dry_run=True) as record:
+                function(*(torch.empty(*shape, dtype=dtype, device="cuda") for shape in call["args"]),
+                         **call.get("kwargs", {}))
+        except Exception as exc:  # noqa: BLE001  (the student's host code failed: report it)
+            return {"error": f"{where} failed when run as on a GPU: {type(exc).__name__}: {shorten(str(exc))}"}
+        launches += record.launches
+    launches = unique_launches(launches)
+    try:
+        specs = [spec for launch in launches for spec in
+                 builds_for(launch, request["target"], request["dtype"], request.get("all_configs", False))]
+    except ValueError as exc:
+        return {"error": str(exc), "launches": launches}
+    return {"launches": launches, "builds": [build(spec).to_dict() for spec in specs]}
+
+
+def answer_request(request: dict) -> dict:
+    """For each part asked for (request["parts"], default both of "forward" and "backward"):
+    {"launches": [...], "builds": [...]} or {"error": "..."}.
+
+    The request: module and function (an autograd.Function with static forward and backward), dtype
+    ("bf16", "fp16"), target ("sm_90"), lead dims, n, head_dim, is_causal, and all_configs (build every
+    autotune config, not only the first). A request with "calls" (plain functions, gpu_kernels') is
+    answered by student_calls instead."""
+    if "calls" in request:
+        return student_calls(request)
+    answer = {}
+    wanted = request.get("parts", ("forward", "backward"))
+    for part, launches in student_parts(request).items():
+        if part not in wanted:
+            continue
+        if isinstance(launches, str):
+            answer[part] = {"error": launches}
+            continue
+        try:
+            specs = [spec for launch in launches for spec in
+                     builds_for(launch, request["target"], request["dtype"], request.get("all_configs", False))]
+        except ValueError as exc:
+            answer[part] = {"error": str(exc), "launches": launches}
+            continue
+        answer[part] = {"launches": launches, "builds": [build(spec).to_dict() for spec in specs]}
+    return answer
+
+
+# CPU seconds one graded build request may use (the grader's own work, apart from the student's per-call
+# budget: the scenarios that call run_request carry it as their `cpu_budget`); the wall-clock timeout below is
+# only a backstop, far above what a loaded machine needs, since the grader's CPU accounting stops a request first.
+BUILD_CPU_SECONDS = 300.0
+
+
+def run_request(request: dict, timeout: float = 3600.0) -> dict:
+    """Answer `request` in a fresh Python process where Triton compiles (TRITON_INTERPRET=0).
+
+    For interpreted processes (the grader's worker on a CPU). The subprocess inherits this process's
+    import path, limits, sandbox and TRITON_CACHE_DIR; its result comes back through a file, so that what the code
+    prints cannot corrupt it.
+    """
+    with tempfile.TemporaryDirectory() as scratch:
+        inbox, outbox = Path(scratch) / "request.json", Path(scratch) / "answer.json"
+        inbox.write_text(json.dumps(request))
+        # This process's import path (the submission or tree included), so the child imports the same modules.
+        path = os.pathsep.join(p for p in sys.path if p and Path(p).is_dir())
+        env = {**os.environ, "TRITON_INTERPRET": "0", "PYTHONPATH": path}
+        try:
+            done = subprocess.run([sys.executable, "-m", "kernels.crosscompile", "--request", str(inbox), "--out",
+                                   str(outbox)], env=env, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return {"error": f"compiling took more than {timeout:.0f} s"}
+        if not outbox.exists():
+            tail = (done.stderr or done.stdout)[-1500:]
+            return {"error": f"the compiler process ended without an answer (exit {done.returncode}): {tail}"}
+        return json.loads(outbox.read_text())
+
+
