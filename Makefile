@@ -79,7 +79,7 @@ browser-tools:
 
 test: install sandbox-tools browser-tools
 	@test -z "$(A)" || test -d "assignments/$(A)" || { echo "make test A=$(A): no such assignment; A is one of:" $$(ls assignments); exit 2; }
-	$(PYTEST) $(if $(A),tests/$(A))
+	$(PYTEST) $(if $(A),tests/$(A),--durations=20)
 
 test-public: install
 	$(PYTEST) tests/resource_accounting tests/flash_attention tests/gpu_kernels

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
+import sys
 from pathlib import Path
 
 from rich.console import Console
@@ -261,9 +263,6 @@ class _PipeConsole(Console):
 def _interrupted(out: Path, exc: BaseException) -> int:
     """Say on stderr what the gradebook keeps (each submission is stored as soon as it is graded, and the
     runners have removed their stages); 130 after Ctrl-C, 141 (as SIGPIPE) after a closed pipe."""
-    import os
-    import sys
-
     if isinstance(exc, BrokenPipeError):  # stdout is gone: what Python still flushes at exit goes nowhere
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     book, kept = out / "gradebook.sqlite", []

@@ -119,6 +119,7 @@ def dots_per_program(launches: list, what: str) -> list[int]:
 
 
 @pytest.mark.points(2)
+@pytest.mark.edge
 @pytest.mark.task("flash_triton.flash_forward_triton")
 def test_triton_causal_forward_skips_the_tiles_above_the_diagonal(student, trusted, rng):
     """Under the interpreter, flash_forward_triton's programs make tl.dot calls in proportion to the key
@@ -165,6 +166,7 @@ def follows_the_tiles(counts: list[int], full: list[int], tiles: list[int], tota
 
 
 @pytest.mark.points(2)
+@pytest.mark.edge
 @pytest.mark.task("flash_triton.flash_backward_triton")
 def test_triton_causal_backward_skips_the_tiles_above_the_diagonal(student, trusted, rng):
     """Under the interpreter, each backward kernel that calls tl.dot (dK/dV and dQ, or one kernel doing all)
@@ -307,6 +309,7 @@ def timed_ratio(student, trusted, rng, backward: bool, baseline) -> tuple[float,
 
 @pytest.mark.gpu
 @pytest.mark.points(3)
+@pytest.mark.edge
 @pytest.mark.task("flash_triton.flash_forward_triton")
 def test_triton_forward_is_several_times_faster_than_naive_attention_on_gpu(student, trusted, rng):
     """On a GPU, flash_forward_triton (bf16, batch 1, 16 heads, N 4096, d 64, causal) runs at least 3 times

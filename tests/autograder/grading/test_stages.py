@@ -4,6 +4,7 @@ client, even one killed with SIGKILL; a batch ended by Ctrl-C or a closed pipe t
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -16,6 +17,9 @@ from pathlib import Path
 import pytest
 
 from autograder.grading import stages
+from autograder.sandbox import user
+from autograder.sandbox.process import LAUNCHER
+from autograder.sandbox.staging import remove_tree
 
 ROOT = Path(__file__).resolve().parents[3]
 ASSIGNMENT = "resource_accounting"
@@ -31,7 +35,7 @@ def temp():
     folder = Path(tempfile.mkdtemp(prefix="stages-test-"))
     folder.chmod(0o755)
     yield folder
-    shutil.rmtree(folder, ignore_errors=True)
+    remove_tree(folder)
 
 
 def wait_for(condition, what: str, limit: float = DEADLINE):
@@ -76,8 +80,13 @@ def test_a_stage_is_private_and_names_its_owner():
 
 def test_the_sweep_removes_the_stages_of_owners_gone_and_nothing_else(temp):
     pid, started = dead_owner()
+    zombie = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # ended, never reaped
+    zombie_started = wait_for(lambda: stages.start_time(zombie.pid), "the process started")
+    zombie.kill()
+    wait_for(lambda: stages.start_time(zombie.pid) is None, "the process ended")
     gone = [stage_of(temp, pid, started), stage_of(temp, pid, started, kind="reports"),
-            stage_of(temp, os.getpid(), stages.start_time(os.getpid()) + 1)]  # this pid, another process's
+            stage_of(temp, os.getpid(), stages.start_time(os.getpid()) + 1),  # this pid, another process's
+            stage_of(temp, zombie.pid, zombie_started)]
     live = Path(tempfile.mkdtemp(prefix=stages.prefix("grade"), dir=temp))
     elsewhere = stage_of(temp, pid, started, space=stages.namespace() + 1)  # another pid namespace's
     legacy = temp / "llmsys-grade-k3j2h1ab"  # an older grader's, owner unknown
@@ -95,6 +104,38 @@ def test_the_sweep_removes_the_stages_of_owners_gone_and_nothing_else(temp):
     assert not any(p.exists() for p in gone)
     assert all(p.exists() or p.is_symlink() for p in kept)
     assert stages.sweep(temp) == []
+    zombie.wait()
+
+
+def as_user(account: user.Account, code: str) -> subprocess.CompletedProcess:
+    """`code` run by the system's Python as the account's user, through the worker's launcher."""
+    limits = json.dumps({"user": [account.uid, account.gid]})
+    command = [sys.executable, "-I", "-S", str(LAUNCHER), limits, "--", "/usr/bin/python3", "-I", "-c", code]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, cwd="/")
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not Path("/usr/bin/python3").exists(),
+                    reason="running as the worker's user needs root and a Python that user can run")
+def test_a_user_mode_worker_gets_into_its_private_stage_and_another_user_does_not(temp):
+    """The stage is 0700; Account.open_stage lets the worker's group in, as the worker does before it starts."""
+    stage = Path(tempfile.mkdtemp(prefix=stages.prefix("grade"), dir=temp))
+    assert stage.stat().st_mode & 0o777 == 0o700
+    module = stage / "submission" / ASSIGNMENT / "flops.py"
+    module.parent.mkdir(parents=True)
+    module.write_text("answer = 42\n")
+    scratch = stage / "scratch"
+    scratch.mkdir()
+    worker, other = user.Account.acquire(), user.Account.acquire()
+    try:
+        worker.open_stage(stage, scratch)
+        user.share_read_only(stage / "submission")
+        done = as_user(worker, f"print(open({str(module)!r}).read()); open({str(scratch / 'made')!r}, 'w').write('x')")
+        assert done.returncode == 0 and "answer = 42" in done.stdout, done.stderr
+        refused = as_user(other, f"import os; os.listdir({str(stage)!r})")
+        assert refused.returncode != 0 and "PermissionError" in refused.stderr
+    finally:
+        worker.release()
+        other.release()
 
 
 def descendants(pid: int) -> dict[int, int]:
