@@ -96,12 +96,14 @@ def backstop(budget: float) -> float:
 
 
 class Meter:
-    """One call's use of the machine, from its start; `processes` lists the worker's pids when asked."""
+    """One call's use of the machine, from its start; `processes` lists the worker's pids when asked (a
+    scan of /proc, so it is asked only while a call runs long). `first`: the pids at the start, where
+    the caller knows them (an idle worker starts nothing between two calls)."""
 
-    def __init__(self, processes, budget: float) -> None:
+    def __init__(self, processes, budget: float, first: set[int] | None = None) -> None:
         self.processes, self.budget = processes, budget
         self.started = time.monotonic()
-        self.base = usage(processes())
+        self.base = usage(first if first is not None else processes())
         self.used = Usage()
         self.wall = 0.0
         self.last: str | None = None  # the verdict that stopped the call, if one did

@@ -70,6 +70,7 @@ class _Process:
                  cwd: Path, output: Path, cgroup: PidsCgroup | None) -> None:
         req_r, req_w, rep_r, rep_w = fds
         self.to_worker, self.from_worker, self.cgroup, self.ready = req_w, rep_r, cgroup, False
+        self.pids: set[int] | None = None  # its process tree between two calls, once read
         self.output = output  # its own file: a flood that hit the size limit does not outlive it
         with open(output, "ab") as out:
             try:
@@ -138,15 +139,22 @@ class Worker:
         `timeout` is the call's budget in CPU seconds; the wall clock is only a backstop, and a call it
         stops while under budget raises GraderOverloaded (the machine was too busy, not the code slow)."""
         proc = self.ready()
-        self.meter = meter = Meter(lambda: self._pids(proc), timeout)
+        if proc.pids is None:  # once per worker process: its tree, idle, between two calls
+            proc.pids = self._pids(proc)
+        self.meter = meter = Meter(lambda: self._pids(proc), timeout, first=proc.pids)
         limit = meter.started + backstop(timeout)
         try:
             write_frame(proc.to_worker, wire.encode(message), limit)
+            polled = False
             while not select.select([proc.from_worker], [], [], POLL)[0]:
+                polled = True
                 if meter.verdict() is not None:
                     raise FrameError("timeout")
             reply = _decode(read_frame(proc.from_worker, wire.MAX_FRAME_BYTES, limit))
-            meter.read()  # while its processes are there to read
+            if polled:  # a short call is charged its wall clock, without a scan of /proc
+                meter.read()
+            else:
+                meter.wall = time.monotonic() - meter.started
         except (FrameError, OSError, wire.WireError) as exc:
             raise self._failure(exc, timeout) from None
         if type(reply) is not dict or len(reply) != 1 or next(iter(reply)) not in ("ok", "error"):
