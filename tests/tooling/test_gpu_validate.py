@@ -51,3 +51,25 @@ def test_the_report_puts_each_threshold_beside_its_value_and_lists_what_failed(t
     assert not gpu_validate.succeeded(reference) and gpu_validate.succeeded(bench)
     assert gpu_validate.succeeded(gpu_validate.Step("stubs", [], 1, returncode=1))
     assert not gpu_validate.succeeded(gpu_validate.Step("stubs", [], 1, returncode=2))
+
+
+def test_the_agreement_table_sets_each_build_beside_its_launched_kernel_and_flags_a_difference():
+    """The rows `make gpu-validate` prints on a GPU: a build matched to the launched kernel of its name,
+    warps and stages; shared memory within 1 KiB agrees, beyond it is flagged; a build never launched says
+    so. (The launched kernels are plain records here: what the table reads of Triton's CompiledKernel.)"""
+    from types import SimpleNamespace
+
+    def kernel(warps, stages, shared, regs, spills):
+        return SimpleNamespace(metadata=SimpleNamespace(num_warps=warps, num_stages=stages, shared=shared),
+                               n_regs=regs, n_spills=spills)
+
+    builds = [dict(kernel="_matmul_kernel", num_warps=8, num_stages=3, shared_bytes=65536, registers=128,
+                   spill_bytes=0),
+              dict(kernel="_matmul_kernel", num_warps=8, num_stages=4, shared_bytes=98304, registers=128,
+                   spill_bytes=0),
+              dict(kernel="_gelu_kernel", num_warps=4, num_stages=3, shared_bytes=0, registers=32, spill_bytes=0)]
+    launched = {"_matmul_kernel": [kernel(8, 3, 65536, 130, 0), kernel(8, 4, 65536, 130, 0), kernel(4, 3, 1, 1, 0)]}
+    rows = gpu_validate.agreement_rows(builds, launched)
+    assert rows[2] == "| _matmul_kernel | 8 | 3 | 64.0 / 64.0 | 128 / 130 | 0 / 0 | yes |"
+    assert rows[3] == "| _matmul_kernel | 8 | 4 | 96.0 / 64.0 | 128 / 130 | 0 / 0 | NO |"
+    assert rows[4].startswith("| _gelu_kernel | 4 | 3 | 0.0 / not launched |") and len(rows) == 5
