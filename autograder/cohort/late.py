@@ -291,16 +291,16 @@ def feedback_lines(entries: list[Lateness]) -> list[str]:
 
 
 def mark_feedback(path: Path, entries: list[Lateness]) -> None:
-    """Put (or replace) the late policy's lines under the title of a feedback.md."""
+    """Put the late policy's lines under the title of a feedback.md just written from its report."""
     if path.is_file():
         path.write_text(with_late_section(path.read_text(encoding="utf-8"), entries), encoding="utf-8")
 
 
 def with_late_section(text: str, entries: list[Lateness]) -> str:
-    """A feedback.md's text with the late policy's lines under its title (replacing any there)."""
-    if MARK_BEGIN in text and MARK_END in text:
-        head, _, rest = text.partition(MARK_BEGIN)
-        text = head.rstrip("\n") + "\n" + rest.partition(MARK_END)[2].lstrip("\n")
+    """A freshly rendered feedback.md's text with the late policy's lines under its title. Nothing is
+    searched for in the text, which holds the student's messages: the section goes after the first line,
+    the grader's own title, and a feedback is always rendered again from the gradebook before it is marked
+    (autograder.cohort.publish), never marked twice."""
     title, _, body = text.partition("\n")
     block = "\n".join([MARK_BEGIN, "", "Late policy:", "", *feedback_lines(entries), "", MARK_END])
     return f"{title}\n\n{block}\n\n{body.lstrip(chr(10))}"

@@ -105,7 +105,8 @@ def write_feedback(course: Path, assignment: str, student: str, notebook: str, r
 
     coursedir = CourseDirectory(config=course_config(course))
     folder = Path(coursedir.format_path(coursedir.feedback_directory, student, assignment))
-    body = MarkdownIt("commonmark", {"html": False}).enable("table").render(feedback_markdown(report))
+    body = (MarkdownIt("commonmark", {"html": False}).enable("table").disable(["link", "image", "autolink"])
+            .render(feedback_markdown(report)))  # the student's text stays text: no HTML, no links
     page = (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Feedback: {escape(notebook)}</title>"
             f"</head><body>\n{body}</body></html>\n")
     write_text(folder / f"{notebook}.html", page)

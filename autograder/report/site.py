@@ -292,8 +292,9 @@ def environment() -> Environment:
     return env
 
 
-# CommonMark with GitHub's tables and raw HTML off: a student's text can only ever be text.
-MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable("table")
+# CommonMark with GitHub's tables, raw HTML off and no links or images: a student's text can only ever be
+# text, and nothing on a page leads off the site.
+MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable("table").disable(["link", "image", "autolink"])
 
 
 def render_markdown(text: str) -> str:
