@@ -51,8 +51,8 @@ def submission_entries(directory: Path) -> tuple[dict[str, Path], list[str]]:
             continue
         name = submission_name(entry) if entry.is_file() else entry.name
         if name in found:
-            raise BatchError(f"{found[name].name} and {entry.name} in {directory} are both submission "
-                             f"{name!r}: remove or rename one of them")
+            raise BatchError(clean(f"{found[name].name} and {entry.name} in {directory} are both submission "
+                                   f"{name!r}: remove or rename one of them"))
         found[name] = entry
     return found, ignored
 
@@ -99,7 +99,7 @@ def run_batch(directory: Path, out: Path, workers: int = 1, grade_fn: GradeFn | 
         raise BatchError(f"no submission named {', '.join(unknown)} in {directory}: --regrade takes the names "
                          "the gradebook shows (a folder's name, or a .zip's without .zip)")
     if ignored:
-        console.print(Text(f"not submissions (neither a folder nor a .zip), ignored: {', '.join(ignored)}"))
+        console.print(Text(clean(f"not submissions (neither a folder nor a .zip), ignored: {', '.join(ignored)}")))
     with Gradebook(out / "gradebook.sqlite") as book:
         digests = {name: submission_digest(path) for name, path in entries.items()}
         todo = {name: path for name, path in entries.items()

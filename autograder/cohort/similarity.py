@@ -51,7 +51,7 @@ from markupsafe import Markup, escape
 
 from autograder.cohort.batch import BatchError, submission_entries
 from autograder.grading.intake import open_submission
-from autograder.written.manual import safe_cell
+from autograder.report.text import safe_cell
 
 ROOT = Path(__file__).resolve().parents[2]
 STUBS = ROOT / "assignments"

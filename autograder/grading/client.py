@@ -213,8 +213,8 @@ class GradingServer:
                     self.proc.stdin.close()
                 try:
                     self.proc.wait(timeout=timeout)
-                except subprocess.TimeoutExpired:
-                    _end_runner(self.proc)
+                except subprocess.TimeoutExpired:  # it had its time: SIGTERM, then SIGKILL as soon
+                    _end_runner(self.proc, patience=min(RUNNER_PATIENCE, timeout))
         finally:
             self._release()
             self.tmp.cleanup()

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Iterator
 
 from autograder.report.parts import COLUMNS as PART_COLUMNS, Parts, after_penalty, by_assignment
-from autograder.report.text import clean, rounded
+from autograder.report.text import clean, rounded, safe_cell
 from autograder.grading.results import GradeReport
 
 SUBMISSIONS_TABLE = """
@@ -225,7 +225,8 @@ class Gradebook:
                 mine, graded = parts[row["name"]], row["status"] == "graded"
                 cells = [c for a in assignments for c in _part_cells(mine.get(a) if graded else None)]
                 cells += _part_cells(sum(mine.values(), Parts(0.0, 0.0, 0.0, 0.0)) if graded else None)
-                writer.writerow([row["name"], *cells, row["status"], "" if graded else _last_line(row["message"]),
+                writer.writerow([safe_cell(row["name"]), *cells, row["status"],
+                                 "" if graded else safe_cell(_last_line(row["message"])),
                                  *(_penalised(row, mine, assignments, late) if late else [])])
 
 

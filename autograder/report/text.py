@@ -28,6 +28,16 @@ REASONS = {
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]")
 
 
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet reads as the start of a formula
+
+
+def safe_cell(text: str) -> str:
+    """A CSV cell a spreadsheet shows as text: a leading formula character is escaped with `'`, and control
+    characters are shown as escapes (every student-controlled cell of every CSV goes through it)."""
+    text = clean(str(text))
+    return "'" + text if text.startswith(FORMULA_START) else text
+
+
 def clean(text: str) -> str:
     """`text` with the characters above shown as Python escapes (`\\x1b`, `\\u202e`, `\\ud800`)."""
     return _UNSAFE.sub(lambda m: m.group().encode("unicode_escape", "backslashreplace").decode("ascii"), text)

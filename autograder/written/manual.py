@@ -26,12 +26,12 @@ from pathlib import Path
 
 import jinja2
 
+from autograder.report.text import safe_cell
 from autograder.report.gradebook import Gradebook, answer_digest, manual_scores, store_manual
 from autograder.written.answers import PREFIX, Question, handout_questions
 
 TEMPLATE = Path(__file__).with_name("sheet.html.j2")
 FIXED = ("submission", "assignment", "question", "answer_id", "answer")
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 MAX_ERRORS = 20
 
 
@@ -44,11 +44,6 @@ class Sheet:
     assignment: str
     question: Question
     rows: list[dict]
-
-
-def safe_cell(text: str) -> str:
-    """A cell a spreadsheet shows as text: a leading formula character is escaped with `'`."""
-    return "'" + text if text.startswith(FORMULA_START) else text
 
 
 def _book(out: Path) -> Gradebook:

@@ -1,0 +1,54 @@
+"""Names and strings the grader did not expect: what a student names a submission lands escaped wherever it
+is written (CSV cells a spreadsheet reads as text, terminal lines without escape sequences)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import zipfile
+
+import pytest
+from rich.console import Console
+
+from autograder.cohort.batch import BatchError, run_batch, submission_entries
+from autograder.report.text import safe_cell
+from tests.autograder.report.test_gradebook import toy_grade
+
+FORMULAS = ["=HYPERLINK(\"https://x.example\",\"grade\")", "+1+1", "-2+3", "@SUM(A1)", "\t=1", "\r=1"]
+ESCAPES = "\x1b[2J\x1b]52;c;aGk=\x07\x1b[1A40 submissions graded, 0 errors"
+
+
+@pytest.mark.parametrize("text", FORMULAS)
+def test_a_formula_is_text_in_a_cell(text):
+    cell = safe_cell(text)
+    assert (cell.startswith("'") or not cell.startswith(("=", "+", "-", "@", "\t", "\r"))) and "\r" not in cell
+
+
+def test_plain_names_are_kept_as_they_are():
+    assert safe_cell("alice") == "alice" and safe_cell("o'brien") == "o'brien"
+
+
+def test_hostile_names_are_escaped_in_grades_csv_and_on_the_terminal(tmp_path):
+    cohort = tmp_path / "cohort"
+    for name in (FORMULAS[0], "bob" + ESCAPES):
+        (cohort / name).mkdir(parents=True)
+        (cohort / name / "answers.txt").write_text("alpha q0 ok\n")
+    (cohort / ("notes" + ESCAPES + ".txt")).write_text("not a submission")
+    out, screen = tmp_path / "out", io.StringIO()
+    run_batch(cohort, out, grade_fn=toy_grade, console=Console(file=screen, width=200))
+    rows = list(csv.reader((out / "grades.csv").open(encoding="utf-8")))
+    names = [row[0] for row in rows[1:]]
+    assert all(not n.startswith(("=", "+", "-", "@")) and "\x1b" not in n for n in names), names
+    assert "\x1b" not in screen.getvalue() and "\x07" not in screen.getvalue()
+    assert "\\x1b" in screen.getvalue()  # said, visibly escaped
+
+
+def test_a_duplicate_name_is_refused_with_its_names_escaped(tmp_path):
+    name = "eve" + ESCAPES
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "a").write_text("x")
+    with zipfile.ZipFile(tmp_path / f"{name}.zip", "w") as archive:
+        archive.writestr("a", "x")
+    with pytest.raises(BatchError) as raised:
+        submission_entries(tmp_path)
+    assert "\x1b" not in str(raised.value) and "\x07" not in str(raised.value)
