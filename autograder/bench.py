@@ -50,7 +50,7 @@ from autograder.grading.results import GradeReport
 
 ASSIGNMENT = "resource_accounting"
 ROOT = Path(__file__).resolve().parents[1]
-CLUSTER = ROOT / "autograder" / "cluster"
+CLUSTER = ROOT / "autograder" / "cohort" / "cluster"
 PER_TASK = 4  # submissions per array task on the single-node Slurm
 # The cohort cycles through these: the reference and each typical mistake.
 KINDS = (cohort.Member("correct", "solutions"),) + cohort.MISTAKES

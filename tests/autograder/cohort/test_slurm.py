@@ -25,7 +25,7 @@ from autograder.report.gradebook import Gradebook
 from tests.autograder.report.test_gradebook import quiet
 
 ROOT = Path(__file__).resolve().parents[3]
-CLUSTER = ROOT / "autograder" / "cluster"
+CLUSTER = ROOT / "autograder" / "cohort" / "cluster"
 TIMEOUT = 10.0  # seconds per call into student code: no honest call here takes more than a second or two
 
 CRASH = cohort.Member("crash-abort", "solutions", (cohort.Edit(
