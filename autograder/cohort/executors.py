@@ -45,6 +45,7 @@ Outcome = GradeReport | str
 FINISHED = {"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY",
             "REVOKED", "SPECIAL_EXIT", "TIMEOUT"}
 REQUEUED = {"PREEMPTED", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD"}
+FINISH_GRACE_S = 10.0  # seconds a task must stay finished before its ungraded submissions are errors
 
 
 class ExecutorError(Exception):
@@ -280,6 +281,7 @@ class SlurmExecutor:
         waiting = {job.job_id: [name for name, _ in chunk] for job, chunk in zip(jobs, chunks)}
         by_id = {job.job_id: job for job in jobs}
         states = {job.job_id: "PENDING" for job in jobs}
+        ended: dict[str, float] = {}  # job id: when it was first seen in a finished state
         requeued: set[str] = set()
         counts = {"graded": 0, "failed": 0}
         total = sum(len(names) for names in waiting.values())
@@ -295,9 +297,17 @@ class SlurmExecutor:
                     state = states[job_id]
                     if state in REQUEUED:
                         requeued.add(job_id)
+                    # A requeue passes through a finished state for a moment (the preempted run ends, then
+                    # the job is pending again): a task counts as ended only once seen so for FINISH_GRACE_S.
+                    if state in FINISHED:
+                        ended.setdefault(job_id, time.monotonic())
+                    else:
+                        ended.pop(job_id, None)
+                    grace = max(FINISH_GRACE_S, 2 * self.state_every_s)
+                    over = job_id in ended and time.monotonic() - ended[job_id] >= grace
                     for name in list(waiting[job_id]):
                         report = read_report(report_path(reports, name, digests[name]))
-                        if report is None and state not in FINISHED:
+                        if report is None and not over:
                             continue
                         waiting[job_id].remove(name)
                         outcome = report if report is not None else self._why(by_id[job_id], state)
