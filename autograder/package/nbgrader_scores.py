@@ -138,9 +138,9 @@ def record(gradebook, assignment: str, result: NotebookScore, comment_cell: str)
             # nbgrader's add_submission trips SQLAlchemy 2's autoflush warnings; the rows are written.
             warnings.simplefilter("ignore", SAWarning)
             gradebook.add_submission(assignment, result.student)
-    for grade_id, (points, _) in result.cells.items():
+    for grade_id, (earned, _) in result.cells.items():
         grade = gradebook.find_grade(grade_id, result.notebook, assignment, result.student)
-        grade.manual_score = points
+        grade.manual_score = earned
         grade.needs_manual_grade = False
     if comment_cell:
         note = gradebook.find_comment(comment_cell, result.notebook, assignment, result.student)
