@@ -283,6 +283,7 @@ class SlurmExecutor:
         states = {job.job_id: "PENDING" for job in jobs}
         ended: dict[str, float] = {}  # job id: when it was first seen in a finished state
         requeued: set[str] = set()
+        seen: dict[str, list[str]] = {job.job_id: [] for job in jobs}  # each job's states, in the order seen
         counts = {"graded": 0, "failed": 0}
         total = sum(len(names) for names in waiting.values())
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
@@ -295,6 +296,8 @@ class SlurmExecutor:
                     states.update(self._states(jobs[0], list(waiting)))
                 for job_id in list(waiting):
                     state = states[job_id]
+                    if not seen[job_id] or seen[job_id][-1] != state:
+                        seen[job_id].append(state)
                     if state in REQUEUED:
                         requeued.add(job_id)
                     # A requeue passes through a finished state for a moment (the preempted run ends, then
@@ -310,7 +313,7 @@ class SlurmExecutor:
                         if report is None and not over:
                             continue
                         waiting[job_id].remove(name)
-                        outcome = report if report is not None else self._why(by_id[job_id], state)
+                        outcome = report if report is not None else self._why(by_id[job_id], state, seen[job_id])
                         counts["graded" if isinstance(outcome, GradeReport) and outcome.tests else "failed"] += 1
                         progress.advance(bar)
                         yield name, outcome
@@ -335,9 +338,11 @@ class SlurmExecutor:
         return found
 
     @staticmethod
-    def _why(job, state: str) -> str:
+    def _why(job, state: str, seen: list[str]) -> str:
         """Why a task that ended left this submission without a report."""
         reason = f"slurm task {job.job_id} ended {state} before this submission was graded"
+        if len(seen) > 1:
+            reason += f" (its states: {' > '.join(seen)})"
         if state == "FAILED":
             try:
                 error = job.exception()

@@ -61,7 +61,8 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=$socket
+# A requeued job waits until its first run's credential expires: 10 s here (the default is 120 s).
+AuthInfo=socket=$socket,cred_expire=10
 StateSaveLocation=$state/statesave
 SlurmdSpoolDir=$state/spool/%n
 SlurmctldPidFile=$state/slurmctld.pid
