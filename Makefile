@@ -43,11 +43,14 @@ help:
 	@echo "make load-check    the sample cohort graded idle and under load: every test result must be the same"
 	@echo "make report        write the cohort report of GRADES (build/grades) again: GRADES/report/index.html"
 	@echo "make bench-report  time the cohort report: the sample cohort and a synthetic one of 500 submissions"
-	@echo "make report-screenshot  the README's screenshot of the report, in headless chromium (make browser-tools installs it)"
+	@echo "make report-screenshot  a screenshot of the report (build/report/screenshot.png; SCREENSHOT=autograder/report/screenshot.png for the README's), in headless chromium"
+	@echo "make answers       build/answers/<assignment>.md: keys, model answers and hidden tests of each assignment past its release date"
 
 install: $(STAMP)
 
-$(VENV)/.installed-%: pyproject.toml
+# The stamp's name holds pyproject.toml's checksum: a changed pyproject.toml names another stamp, so the
+# rule has no prerequisite (a fresh clone's newer file times must not reinstall into an existing venv).
+$(VENV)/.installed-%:
 	@test -x $(VENV)/bin/python || $(BOOTSTRAP) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check $(TORCH_PIN)$(if $(TORCH_INDEX), --index-url $(TORCH_INDEX))
 	$(VENV)/bin/python -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; \
@@ -138,14 +141,25 @@ load-check: install sandbox-tools
 report: install
 	$(PYTHON) -m autograder report $(GRADES)
 
+# SCREENSHOT=autograder/report/screenshot.png replaces the README's picture (a tracked file: commit it).
+SCREENSHOT ?= build/report/screenshot.png
 report-screenshot: install browser-tools
-	$(PYTHON) -m autograder.report.site_browser $(GRADES)/report/index.html autograder/report/screenshot.png
+	@mkdir -p $(dir $(SCREENSHOT))
+	$(PYTHON) -m autograder.report.site_browser $(GRADES)/report/index.html $(SCREENSHOT)
 
 # Time to write the report: the sample cohort of `make grade` (if graded) and a synthetic cohort of
 # REPORT_BENCH_SIZE submissions (a gradebook filled directly, nothing graded).
 REPORT_BENCH_SIZE ?= 500
 bench-report: install
 	$(PYTHON) -m autograder.report.site_bench --sample $(GRADES) --size $(REPORT_BENCH_SIZE) --work build/report_bench
+
+# The answers students get after the course file's release date (README "Releasing the answers"): one
+# Markdown file per released assignment, build/answers/ emptied first. ANSWERS_ARGS="--now 2027-02-01T00:00:00Z"
+# previews the bundle of a later date; --course FILE reads another course file.
+ANSWERS_ARGS ?=
+.PHONY: answers
+answers: install
+	$(PYTHON) -m autograder.cohort.answers build/answers $(ANSWERS_ARGS)
 
 # Packaging: every channel, generated from solutions/, tests/ and autograder/suites/ into dist/
 # (README: "Delivering through each channel"). Each target empties and rewrites its own folder.
@@ -160,7 +174,7 @@ nbgrader: install
 	$(PYTHON) -m autograder.package.nbgrader $(DIST)/nbgrader
 
 gradescope: install
-	$(PYTHON) -m autograder.package.gradescope $(DIST)/gradescope
+	$(PYTHON) -m autograder.package.gradescope $(DIST)/gradescope$(if $(TORCH_INDEX), --torch-index $(TORCH_INDEX))
 
 classroom: install
 	$(PYTHON) -m autograder.package.classroom $(DIST)/classroom

@@ -8,9 +8,10 @@
         [--course grading.toml] [--executor local|slurm] [--partition P] [--account A] [--qos Q]
         [--gpus-per-task G] [--constraint C] [--time MINUTES] [--per-task K] [--max-parallel N]
     python -m autograder nbgrader COURSE_DIR ASSIGNMENT [--workers N] [--timeout S]
-    python -m autograder manual export OUT | manual import OUT SHEET.csv
+    python -m autograder manual export OUT [--anonymous] | manual import OUT SHEET.csv
     python -m autograder similarity DIR [--out OUT] [--threshold T] [--min-tokens N] [--public KNOWN_DIR]
-    python -m autograder report OUT
+    python -m autograder report OUT [--course grading.toml]
+    python -m autograder export --format canvas|csv OUT [--to FILE] [--course grading.toml]
 
 Exit codes: 0 when grading completed, whatever the score; 1 when the grader itself failed on a
 submission (grade, nbgrader) or some submissions are recorded as errors (batch; rerun to retry them);
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -36,7 +38,7 @@ from autograder.report.terminal import gradebook_table, print_report
 
 DEFAULT_TIMEOUT = 60.0
 CLUSTER_FLAGS = ("executor", "partition", "account", "qos", "gpus_per_task", "constraint", "time", "per_task",
-                 "max_parallel")
+                 "max_parallel", "cpus_per_task", "mem")
 
 
 def _positive(kind: type):
@@ -55,7 +57,7 @@ def _positive(kind: type):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m autograder", description="The trusted autograder.")
-    verbs = parser.add_subparsers(dest="verb", required=True, metavar="{grade,batch,nbgrader,manual,similarity,report}")
+    verbs = parser.add_subparsers(dest="verb", required=True, metavar="{grade,batch,nbgrader,manual,similarity,report,export}")
     grade = verbs.add_parser("grade", help="grade one submission (a folder or a .zip)")
     grade.add_argument("submission", type=Path, help="the submission: a folder or a .zip")
     grade.add_argument("--assignment", metavar="NAME", help="grade only this assignment")
@@ -111,6 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "task, one warm grading server for all K (default 4)")
     cluster.add_argument("--max-parallel", type=_positive(int), metavar="N", help="array tasks running at once "
                          "(default 64)")
+    cluster.add_argument("--cpus-per-task", type=_positive(int), metavar="C", help="cores of each array task "
+                         "(default 2: a task boots the next sandbox while one grades)")
+    cluster.add_argument("--mem", metavar="M", help="memory of each array task, as sbatch takes it (e.g. 32G)")
     batch.set_defaults(command=batch_command, parser=batch)
     course = verbs.add_parser("nbgrader", help="grade an nbgrader course's submitted notebooks into its gradebook")
     course.add_argument("course", type=Path, help="the nbgrader course directory (with nbgrader_config.py)")
@@ -124,6 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
     steps = manual.add_subparsers(dest="step", required=True, metavar="{export,import}")
     export = steps.add_parser("export", help="write OUT/manual/<assignment>-<ID>.html and .csv per question")
     export.add_argument("out", type=Path, help="the batch output folder (with gradebook.sqlite)")
+    export.add_argument("--anonymous", action="store_true",
+                        help="show graders each submission's opaque id, never its name (import maps the ids "
+                             "back); the sheets written again after an import stay anonymous")
     export.set_defaults(command=manual_command, parser=export)
     sheet = steps.add_parser("import", help="store a filled grading sheet's scores in the gradebook")
     sheet.add_argument("out", type=Path, help="the batch output folder (with gradebook.sqlite)")
@@ -145,7 +153,19 @@ def build_parser() -> argparse.ArgumentParser:
     report = verbs.add_parser("report", help="write every file again from a gradebook: each submission's reports, "
                               "grades.csv, the grading sheets and the cohort report, OUT/report/index.html")
     report.add_argument("out", type=Path, metavar="OUT", help="the --out folder of `batch` (holding gradebook.sqlite)")
+    report.add_argument("--course", type=Path, metavar="FILE", help="the course file with the answers' release dates "
+                        f"(default: {COURSE_FILE} in the working folder, if there is one)")
     report.set_defaults(command=report_command, parser=report)
+    lms = verbs.add_parser("export", help="write the gradebook for a learning-management system, one row per "
+                           "student of the course file's roster: Canvas's gradebook CSV, or a plain CSV")
+    lms.add_argument("out", type=Path, metavar="OUT", help="the --out folder of `batch` (holding gradebook.sqlite)")
+    lms.add_argument("--format", choices=("canvas", "csv"), required=True,
+                     help="canvas: Canvas's gradebook import (OUT/canvas.csv); csv: per assignment its maximum, the "
+                     "raw, penalised and final scores and the percentage (OUT/lms.csv)")
+    lms.add_argument("--to", type=Path, metavar="FILE", help="the file to write (default: OUT/canvas.csv or OUT/lms.csv)")
+    lms.add_argument("--course", type=Path, metavar="FILE", help="the course file with the roster, extensions and "
+                     f"overrides (default: {COURSE_FILE} in the working folder, if there is one)")
+    lms.set_defaults(command=export_command, parser=lms)
     return parser
 
 
@@ -170,16 +190,17 @@ def grade_command(args: argparse.Namespace) -> int:
     from autograder.cohort.batch import private_folder
 
     private_folder(out)
-    policy = late_policy(args, required=False) if args.submission_metadata else None
+    course = course_path(args) if args.submission_metadata else None
     report = grade(args.submission, out=out, assignment=args.assignment, call_timeout=args.timeout,
-                   select=args.select, seed=args.seed, secret=seed_secret(args))
+                   select=args.select, seed=args.seed, secret=seed_secret(args),
+                   released=released(args, args.course))
     console = Console()
     print_report(report, console)
-    if policy is not None and report.tests:
-        from autograder.cohort.late import apply_to_submission
+    if course is not None and report.tests:
+        from autograder.cohort.roster import for_gradescope
 
-        for line in apply_to_submission(report, out, policy, args.submission_metadata):
-            console.print(Text(f"late policy: {line}", style="yellow"))
+        for line in for_gradescope(report, out, course, args.submission_metadata):
+            console.print(Text(line, style="yellow"), soft_wrap=True)
     console.print(Text(f"reports written to {out}"))
     if report.not_gradable:
         console.print(Text(f"not gradable: {report.not_gradable}", style="bold red"), soft_wrap=True)
@@ -230,6 +251,17 @@ def late_policy(args: argparse.Namespace, required: bool = True):
     return policy
 
 
+def released(args: argparse.Namespace, course: Path | None) -> dict:
+    """The answer keys whose release date (the course file's: `course`, else grading.toml of the working folder)
+    has passed (autograder.cohort.answers); a usage error where a release date is wrong."""
+    from autograder.cohort.answers import default_course, released_keys
+
+    try:
+        return released_keys(course or default_course())
+    except CourseError as exc:
+        args.parser.error(str(exc))
+
+
 def late_setup(args: argparse.Namespace):
     """(late policy, submission times) for batch, or None without --times."""
     if args.times is None:
@@ -270,7 +302,7 @@ def _interrupted(out: Path, exc: BaseException) -> int:
         from autograder.report.gradebook import Gradebook
 
         with Gradebook(book) as gradebook:
-            kept = [row["status"] for row in gradebook.rows()]
+            kept = [row["status"] for row in gradebook.rows() if row["status"] != "missing"]
     how = "by Ctrl-C" if isinstance(exc, KeyboardInterrupt) else "its output pipe closed"
     errors = kept.count("error")
     with contextlib.suppress(OSError):
@@ -296,7 +328,7 @@ def _batch(args: argparse.Namespace) -> int:
     try:
         rows = run_batch(args.directory, args.out, workers=args.workers, call_timeout=args.timeout,
                          console=console, overlap=args.overlap, executor=executor, regrade=tuple(args.regrade),
-                         late=late, seed=args.seed, secret=secret)
+                         late=late, seed=args.seed, secret=secret, course=args.course, command=args.command_line)
     except BatchError as exc:
         args.parser.error(str(exc))
     console.print(gradebook_table(rows))
@@ -322,7 +354,8 @@ def nbgrader_command(args: argparse.Namespace) -> int:
     from autograder.package.nbgrader_scores import CourseError, grade_course
 
     try:
-        results = grade_course(args.course, args.assignment, workers=args.workers, call_timeout=args.timeout)
+        results = grade_course(args.course, args.assignment, workers=args.workers, call_timeout=args.timeout,
+                               released=released(args, None))
     except CourseError as exc:
         args.parser.error(str(exc))
     console = Console()
@@ -346,7 +379,7 @@ def manual_command(args: argparse.Namespace) -> int:
     console = Console()
     try:
         if args.step == "export":
-            paths = export(args.out)
+            paths = export(args.out, anonymous=args.anonymous)
             console.print(Text(f"{len(paths) // 2} grading sheets in {args.out / 'manual'}" if paths
                                else "no written answers to grade by hand in this gradebook"))
             return 0
@@ -390,13 +423,55 @@ def report_command(args: argparse.Namespace) -> int:
     from autograder.cohort.publish import publish
 
     try:
-        index = publish(args.out)
-    except FileNotFoundError as exc:
+        index = publish(args.out, course=args.course)
+    except (FileNotFoundError, CourseError) as exc:
         args.parser.error(str(exc))
     print(f"cohort report {index}")
     return 0
 
 
+def export_command(args: argparse.Namespace) -> int:
+    """The gradebook for an LMS (autograder.report.lms), once the course file's roster, extensions and overrides
+    are in it (autograder.cohort.roster); where they changed it, every other file is written again."""
+    from autograder.cohort.course import check, load_canvas_ids
+    from autograder.cohort.publish import publish
+    from autograder.cohort.roster import Settled, settle
+    from autograder.grading.intake import ASSIGNMENTS
+    from autograder.report.gradebook import Gradebook
+    from autograder.report.lms import FILES, LmsError, write_canvas, write_plain
+    from autograder.report.text import clean
+
+    if not (args.out / "gradebook.sqlite").is_file():
+        args.parser.error(f"no gradebook at {args.out / 'gradebook.sqlite'}: grade the cohort first with "
+                          f"`python -m autograder batch SUBMISSIONS --out {args.out}`")
+    course, known = course_path(args), sorted(p.parent.name for p in ASSIGNMENTS.glob("*/__init__.py"))
+    path = args.to or args.out / FILES[args.format]
+    try:
+        if course:
+            check(course, known)
+        with Gradebook(args.out / "gradebook.sqlite") as book:
+            settled = settle(book, course, args.command_line, known) if course else Settled([], False)
+        if settled.changed:
+            publish(args.out, course=course)
+        with Gradebook(args.out / "gradebook.sqlite") as book:
+            notes = (write_canvas(book, path, load_canvas_ids(course, known) if course else {})
+                     if args.format == "canvas" else write_plain(book, path))
+    except (CourseError, LmsError) as exc:
+        args.parser.error(str(exc))
+    console = Console()
+    for line in settled.messages + notes:
+        console.print(Text(clean(line), style="yellow"), soft_wrap=True)
+    console.print(Text(f"wrote {path}"), soft_wrap=True)
+    return 0
+
+
+def course_path(args: argparse.Namespace) -> Path | None:
+    """--course, else the course file of the working folder where there is one."""
+    return args.course or (Path(COURSE_FILE) if Path(COURSE_FILE).is_file() else None)
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
+    args.command_line = "python -m autograder " + shlex.join(argv)  # what the gradebook's audit names
     return args.command(args)

@@ -21,6 +21,7 @@ from typing import Callable
 from rich.console import Console
 from rich.text import Text
 
+from autograder.cohort.course import COURSE_FILE, CourseError
 from autograder.cohort.executors import ExecutorError, LocalExecutor, Outcome, SlurmExecutor
 from autograder.report import write_all
 from autograder.report.gradebook import Gradebook
@@ -60,7 +61,8 @@ def submission_entries(directory: Path) -> tuple[dict[str, Path], list[str]]:
 def run_batch(directory: Path, out: Path, workers: int = 1, grade_fn: GradeFn | None = None, *,
               call_timeout: float = 60.0, console: Console | None = None, overlap: str = "auto",
               executor: LocalExecutor | SlurmExecutor | None = None, regrade: tuple[str, ...] = (),
-              late: tuple | None = None, seed: int | None = None, secret: str = "") -> list[dict]:
+              late: tuple | None = None, seed: int | None = None, secret: str = "",
+              course: Path | None = None, command: str = "batch") -> list[dict]:
     """Grade what is new or changed in `directory`; return the gradebook's rows (Gradebook.rows()).
 
     Without `grade_fn`, warm grading servers grade (autograder.grading.client.ServerPool), each call into
@@ -73,7 +75,9 @@ def run_batch(directory: Path, out: Path, workers: int = 1, grade_fn: GradeFn | 
     Each submission's randomised tests draw from its own seed (autograder.grading.client.seed_for, with
     the course's `secret`) unless `seed` fixes one for all. A report the machine was too busy to finish
     (GradeReport.overloaded) is graded again after the others, alone; if it still cannot finish it is
-    recorded as an error, graded again on the next run."""
+    recorded as an error, graded again on the next run. `course`: the course file whose answers' release
+    dates the files written at the end follow (default: grading.toml of the working folder); its roster,
+    extensions and overrides go into the gradebook (autograder.cohort.roster), and its audit names `command`."""
     directory, out = Path(directory), Path(out)
     if not directory.is_dir():
         raise BatchError(f"{directory} is not a folder: give a folder holding one folder or .zip "
@@ -127,23 +131,35 @@ def run_batch(directory: Path, out: Path, workers: int = 1, grade_fn: GradeFn | 
                     _store(name, digests[name], _overload_error(alone.grade(entries[name])), out, book, console)
             finally:
                 alone.close()
-        if late is not None:
-            from autograder.cohort.late import apply
-
-            for warning in apply(book, *late)[1]:
-                console.print(Text(f"late policy: {warning}", style="yellow"))
+        _settle(book, course or (Path(COURSE_FILE) if Path(COURSE_FILE).is_file() else None), late, command, console)
         rows = book.rows()
-    _publish(out, console)
+    _publish(out, console, course)
     return rows
 
 
-def _publish(out: Path, console: Console) -> None:
+def _settle(book: Gradebook, course: Path | None, late: tuple | None, command: str, console: Console) -> None:
+    """The course file's roster, extensions and overrides into the gradebook, then the late policy
+    (autograder.cohort.roster.settle), saying what they changed; a roster that cannot be matched is a
+    BatchError, the grades being stored already."""
+    if course is None and late is None:
+        return
+    from autograder.cohort.roster import settle
+
+    try:
+        settled = settle(book, course, command, late=late)
+    except CourseError as exc:
+        raise BatchError(f"{exc} (the grades are stored: run the batch again once that is corrected)") from None
+    for line in settled.messages:
+        console.print(Text(clean(line), style="yellow"), soft_wrap=True)
+
+
+def _publish(out: Path, console: Console, course: Path | None = None) -> None:
     """Every file from the gradebook (autograder.cohort.publish), once it is complete. The grades are stored
     whatever happens here, so a failure to write the files is said, not raised."""
     from autograder.cohort.publish import publish
 
     try:
-        console.print(Text(f"cohort report {publish(out)}"), soft_wrap=True)
+        console.print(Text(f"cohort report {publish(out, course=course)}"), soft_wrap=True)
     except Exception as exc:  # noqa: BLE001 (any bug of the report must not hide the stored grades)
         console.print(Text(f"the reports could not be written ({type(exc).__name__}: {exc}); "
                            f"`python -m autograder report {out}` tries again", style="red"), soft_wrap=True)

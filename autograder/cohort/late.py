@@ -34,11 +34,12 @@ from rich.text import Text
 
 from autograder.cohort.course import AssignmentPolicy, CourseError, LatePolicy, parse_time
 from autograder.report.parts import after_penalty, parts_of
-from autograder.report.text import clean, points
+from autograder.report.text import clean, points, rounded
 
 DAY = timedelta(days=1)
 ANY = ""  # the assignment of a time that holds for every assignment of the student's submission
 MARK_BEGIN, MARK_END = "<!-- late policy -->", "<!-- /late policy -->"
+ADJUSTED_BEGIN, ADJUSTED_END = "<!-- set by the course staff -->", "<!-- /set by the course staff -->"
 
 Times = dict[tuple[str, str], datetime]  # (student, assignment or ANY) -> when the submission arrived
 
@@ -78,26 +79,30 @@ def days_late(submitted: datetime, policy: AssignmentPolicy) -> int:
     return 0 if late <= timedelta(0) else math.ceil(late / DAY)
 
 
-def assess(policy: LatePolicy, scores: dict[str, dict[str, tuple[float, float]]],
-           times: Times) -> tuple[list[Lateness], list[str]]:
-    """Each student's lateness for each assignment the policy covers; and warnings (students with no time)."""
+def assess(policy: LatePolicy, scores: dict[str, dict[str, tuple[float, float]]], times: Times,
+           extended: dict[tuple[str, str], datetime] | None = None) -> tuple[list[Lateness], list[str]]:
+    """Each student's lateness for each assignment the policy covers; and warnings (students with no time).
+    `extended`: {(student, assignment): the student's own due date} (the course file's extensions)."""
     entries, warnings = [], []
     for student in sorted(scores):
         budget = policy.late_days.budget
         dated = sorted((p.due, name) for name, p in policy.assignments.items() if name in scores[student])
         for _, name in dated:  # in the order of due dates: late days are spent on the earliest first
-            rule = policy.assignments[name]
+            own = (extended or {}).get((student, name))
+            rule = dataclasses.replace(policy.assignments[name], due=own) if own else policy.assignments[name]
+            extension = " (due date extended)" if own else ""
             score, max_score = scores[student][name]
             submitted = times.get((student, name), times.get((student, ANY)))
             if submitted is None:
                 warnings.append(f"{student}: no submission time for {name}: treated as on time")
                 entries.append(Lateness(student, name, None, rule.due, 0, 0, 0.0, score, max_score,
-                                        "no submission time: treated as on time"))
+                                        "no submission time: treated as on time" + extension))
                 continue
             late = days_late(submitted, rule)
             used, penalty, note = _penalty(rule, late, budget, policy.late_days.after)
             budget -= used
-            entries.append(Lateness(student, name, submitted, rule.due, late, used, penalty, score, max_score, note))
+            entries.append(Lateness(student, name, submitted, rule.due, late, used, penalty, score, max_score,
+                                    note + extension))
     return entries, warnings
 
 
@@ -225,13 +230,15 @@ def table(late: dict[str, dict[str, dict]]) -> Table:
     return view
 
 
-def apply(book, policy: LatePolicy, times: Times) -> tuple[list[Lateness], list[str]]:
+def apply(book, policy: LatePolicy, times: Times,
+          extended: dict[tuple[str, str], datetime] | None = None) -> tuple[list[Lateness], list[str]]:
     """Assess every graded submission of the gradebook and store the outcome there (replacing the last one);
-    return the entries and the warnings. The files that show it (feedback.md, results.json, grades.csv) are
-    written from the gradebook afterwards (autograder.report.publish)."""
+    return the entries and the warnings. `extended`: as assess() takes it, by submission. The files that show
+    it (feedback.md, results.json, grades.csv) are written from the gradebook afterwards
+    (autograder.report.publish)."""
     scores = {row["name"]: {a: (p.score, p.graded) for a, p in book.parts(row["name"]).items()}
               for row in book.rows() if row["status"] == "graded"}
-    entries, warnings = assess(policy, scores, times)
+    entries, warnings = assess(policy, scores, times, extended)
     book.record_late(entries)
     unknown = sorted({s for s, _ in times} - set(scores))
     if unknown:
@@ -239,12 +246,17 @@ def apply(book, policy: LatePolicy, times: Times) -> tuple[list[Lateness], list[
     return entries, warnings
 
 
-def apply_to_submission(report, out: Path, policy: LatePolicy, metadata: Path) -> list[str]:
+def apply_to_submission(report, out: Path, policy: LatePolicy | None, metadata: Path,
+                        extended: dict[str, datetime] | None = None,
+                        overrides: dict[str, float | None] | None = None) -> list[str]:
     """Gradescope's channel: apply the policy to one graded submission with the times of Gradescope's
     submission_metadata.json (the student's own due date, an extension included, replaces the course
-    file's); results.json's score becomes the penalised one and says so, feedback.md shows both. Late days
-    are not spent here (one submission cannot see the others): the course's batch counts them.
-    Returns what to tell the grader's log; a metadata file that cannot be read leaves the reports raw."""
+    file's; where `extended` {assignment: due} holds the course file's extension for the student, the later
+    of the two counts); results.json's score becomes the penalised one and says so, feedback.md shows both.
+    Late days are not spent here (one submission cannot see the others): the course's batch counts them.
+    Then `overrides` {assignment: the score the course file sets, None where it excuses the assignment}
+    (mark_adjusted). Returns what to tell the grader's log; a metadata file that cannot be read leaves the
+    reports raw."""
     from autograder.report.gradescope import with_late
 
     try:
@@ -253,9 +265,10 @@ def apply_to_submission(report, out: Path, policy: LatePolicy, metadata: Path) -
         return [f"{exc}; the scores are left without the late policy"]
     entries = []
     for name, tests in report.by_assignment().items():
-        if name not in policy.assignments:
+        if policy is None or name not in policy.assignments:
             continue
-        rule = dataclasses.replace(policy.assignments[name], due=due or policy.assignments[name].due)
+        own, base = (extended or {}).get(name), due or policy.assignments[name].due
+        rule = dataclasses.replace(policy.assignments[name], due=max(base, own) if own else base)
         late = days_late(submitted, rule)
         if rule.rule == "late_days":
             used, penalty, note = 0, 0.0, "on time" if not late else (
@@ -264,16 +277,21 @@ def apply_to_submission(report, out: Path, policy: LatePolicy, metadata: Path) -
         else:
             used, penalty, note = _penalty(rule, late, 0, "zero")
         parts = parts_of(tests)
+        extension = " (due date extended)" if own and own > base else ""
         entries.append(Lateness(report.submission, name, submitted, rule.due, late, used, penalty,
-                                parts.score, parts.graded, note))
-    if not entries:
-        return []
+                                parts.score, parts.graded, note + extension))
     lines = [line.removeprefix("- ").replace("**", "") for line in feedback_lines(entries)]
-    results = Path(out) / "results.json"
-    deducted = sum(e.score - e.penalised for e in entries)
-    results.write_text(json.dumps(with_late(json.loads(results.read_text()), lines, deducted), indent=2) + "\n")
-    mark_feedback(Path(out) / "feedback.md", entries)
-    return lines
+    if entries:
+        results = Path(out) / "results.json"
+        deducted = sum(e.score - e.penalised for e in entries)
+        results.write_text(json.dumps(with_late(json.loads(results.read_text()), lines, deducted), indent=2) + "\n")
+        mark_feedback(Path(out) / "feedback.md", entries)
+    penalised, adjusted = {e.assignment: e.penalised for e in entries}, {}
+    for name, tests in report.by_assignment().items():
+        if name in (overrides or {}):
+            parts = parts_of(tests)
+            adjusted[name] = (overrides[name], penalised.get(name, rounded(parts.score)), rounded(parts.graded))
+    return lines + mark_adjusted(Path(out), adjusted)
 
 
 def _when(moment: datetime | None) -> str:
@@ -301,6 +319,42 @@ def with_late_section(text: str, entries: list[Lateness]) -> str:
     searched for in the text, which holds the student's messages: the section goes after the first line,
     the grader's own title, and a feedback is always rendered again from the gradebook before it is marked
     (autograder.cohort.publish), never marked twice."""
+    return _with_section(text, (MARK_BEGIN, "Late policy:", MARK_END), feedback_lines(entries))
+
+
+def _with_section(text: str, marks: tuple[str, str, str], lines: list[str]) -> str:
+    """`text` with a section (its opening mark, its title, `lines`, its closing mark) after its first line."""
     title, _, body = text.partition("\n")
-    block = "\n".join([MARK_BEGIN, "", "Late policy:", "", *feedback_lines(entries), "", MARK_END])
+    block = "\n".join([marks[0], "", marks[1], "", *lines, "", marks[2]])
     return f"{title}\n\n{block}\n\n{body.lstrip(chr(10))}"
+
+
+def adjusted_lines(adjusted: dict[str, tuple[float | None, float, float]]) -> list[str]:
+    """The course file's overrides in a student's feedback, one line per assignment; `adjusted` is
+    {assignment: (the score set, None where excused; the score after the late policy; the points graded
+    here)}. The reason stays in the gradebook's audit, for the course staff."""
+    return [f"- {name}: excused: it does not count towards your grade" if score is None else
+            f"- {name}: **{points(score)} / {points(most)}** points, set by the course staff (the score graded, "
+            f"after the late policy: {points(penalised)})" for name, (score, penalised, most) in adjusted.items()]
+
+
+def mark_adjusted(folder: Path, adjusted: dict[str, tuple[float | None, float, float]]) -> list[str]:
+    """Put the course file's overrides (as adjusted_lines takes them) into a submission's freshly written
+    feedback.md, under its title, and results.json: its score counts each score set in place of the one
+    graded; an excused assignment keeps its score there, and the output says it does not count. Returns
+    the lines, as the grader's log shows them."""
+    from autograder.report.gradescope import with_adjustments
+
+    if not adjusted:
+        return []
+    lines = adjusted_lines(adjusted)
+    feedback = folder / "feedback.md"
+    if feedback.is_file():
+        text = _with_section(feedback.read_text(encoding="utf-8"), (ADJUSTED_BEGIN, "Set by the course staff:",
+                                                                    ADJUSTED_END), lines)
+        feedback.write_text(text, encoding="utf-8")
+    plain = [line.removeprefix("- ").replace("**", "") for line in lines]
+    results = folder / "results.json"
+    added = sum(score - penalised for score, penalised, _ in adjusted.values() if score is not None)
+    results.write_text(json.dumps(with_adjustments(json.loads(results.read_text()), plain, added), indent=2) + "\n")
+    return plain

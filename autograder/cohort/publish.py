@@ -10,19 +10,26 @@ rewrites, from OUT/gradebook.sqlite alone:
   OUT/report/                                                    the cohort report
 
 A penalised score is computed here from the raw score and the stored penalty (Gradebook.late()), so no
-file keeps one that a regrade or a hand grade made stale. A submission the grader failed on gets a
-feedback.md that says so (its traceback stays in the gradebook, for the instructor).
+file keeps one that a regrade or a hand grade made stale; so is a score the course file sets (an override,
+autograder.cohort.roster), shown beside the one graded. A student of the roster with no submission has no
+folder: the gradebook, grades.csv and the report list them as missing. The answers of each assignment
+whose release date (the course file's) has passed go into its feedback.md and results.json
+(autograder/cohort/answers.py): publishing again after that date adds them. A submission the grader
+failed on gets a feedback.md that says so (its traceback stays in the gradebook, for the instructor).
 """
 
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 
-from autograder.cohort.late import Lateness, feedback_lines, with_late_section
+from autograder.cohort.answers import default_course, released_keys
+from autograder.cohort.late import Lateness, feedback_lines, mark_adjusted, with_late_section
 from autograder.grading.results import GradeReport
 from autograder.report import write_all
-from autograder.report.gradebook import Gradebook
+from autograder.report.answers import AnswerKey
+from autograder.report.gradebook import MISSING, Final, Gradebook, finals
 from autograder.report.gradescope import with_late
 from autograder.report.site import write_site
 from autograder.written.manual import export
@@ -30,33 +37,45 @@ from autograder.written.manual import export
 GRADER_FAILED = "the grader could not complete this submission; the next batch run grades it again"
 
 
-def publish(out: Path) -> Path:
+def publish(out: Path, *, course: Path | None = None, now: datetime | None = None) -> Path:
     """Rewrite every file derived from OUT/gradebook.sqlite; return the cohort report's index.html.
-    FileNotFoundError when OUT has no gradebook."""
+    `course`: the course file with the answers' release dates (default: grading.toml of the working folder,
+    where there is one); `now`: the time they are compared with (default: the clock).
+    FileNotFoundError when OUT has no gradebook; CourseError when a release date is wrong."""
     out = Path(out)
     if not (out / "gradebook.sqlite").is_file():
         raise FileNotFoundError(f"no gradebook at {out / 'gradebook.sqlite'}: grade the cohort first with "
                                 f"`python -m autograder batch SUBMISSIONS --out {out}`")
+    released = released_keys(course or default_course(), now)
     with Gradebook(out / "gradebook.sqlite") as book:
-        late = book.late()
+        late, final = book.late(), finals(book)
         for row in book.rows():
             folder = out / row["name"]
-            if folder.parent.resolve() != out.resolve():
-                continue  # a name that is not one folder inside OUT (never made by a batch)
+            if folder.parent.resolve() != out.resolve() or row["status"] == MISSING:
+                continue  # a name that is not one folder inside OUT (never made by a batch), or no submission
             report = book.report(row["name"]) or GradeReport(row["name"], log=[GRADER_FAILED])
-            write_submission(report, folder, late.get(row["name"], {}))
+            write_submission(report, folder, late.get(row["name"], {}), released, final.get(row["name"], {}))
         book.export_csv(out / "grades.csv")
     if (out / "manual").is_dir():
         export(out)
     return write_site(out)
 
 
-def write_submission(report: GradeReport, folder: Path, late: dict[str, dict]) -> None:
-    """One submission's files: its reports, then the late policy's lines and penalised score where `late`
-    (its rows of Gradebook.late()) holds any."""
-    write_all(report, folder)
-    if not late or not report.tests:
+def write_submission(report: GradeReport, folder: Path, late: dict[str, dict],
+                     released: dict[str, AnswerKey] | None = None, final: dict[str, Final] | None = None) -> None:
+    """One submission's files: its reports (with the `released` answers), then the late policy's lines and
+    penalised score where `late` (its rows of Gradebook.late()) holds any, then the course file's overrides
+    where `final` (its rows of autograder.report.gradebook.finals()) holds any."""
+    write_all(report, folder, released)
+    if not report.tests:
         return
+    if late:
+        _write_late(folder, late)
+    mark_adjusted(folder, {a: (f.final, f.penalised, f.graded) for a, f in (final or {}).items() if f.adjusted})
+
+
+def _write_late(folder: Path, late: dict[str, dict]) -> None:
+    """The late policy's lines under feedback.md's title, and its penalised score in results.json."""
     entries = [Lateness.from_row(row) for row in late.values()]
     feedback = folder / "feedback.md"
     feedback.write_text(with_late_section(feedback.read_text(encoding="utf-8"), entries), encoding="utf-8")

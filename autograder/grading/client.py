@@ -119,19 +119,20 @@ def _result(submission: Path, target: Path, failure: str, seed: int) -> GradeRep
                        log=[f"the grader failed on this submission ({failure or 'no report written'})"])
 
 
-def _finish(report: GradeReport, started: float, out: Path | None) -> GradeReport:
+def _finish(report: GradeReport, started: float, out: Path | None, released: dict | None = None) -> GradeReport:
     report.execution_time = time.monotonic() - started
     if out is not None:
         from autograder.report import write_all
 
-        write_all(report, Path(out))
+        write_all(report, Path(out), released)
     return report
 
 
 def grade(submission: Path, out: Path | None = None, assignment: str | None = None, *,
           call_timeout: float = 60.0, sandbox: str = "auto", select: str | None = None,
-          seed: int | None = None, secret: str = "") -> GradeReport:
-    """Grade one submission in a runner process of its own; once more if the machine was overloaded."""
+          seed: int | None = None, secret: str = "", released: dict | None = None) -> GradeReport:
+    """Grade one submission in a runner process of its own; once more if the machine was overloaded. The
+    files written to `out` hold the answers of the assignments in `released` (autograder.cohort.answers)."""
     started = time.monotonic()
     submission = Path(submission).resolve()
     seed = seed if seed is not None else seed_for(submission_name(submission), secret)
@@ -140,7 +141,7 @@ def grade(submission: Path, out: Path | None = None, assignment: str | None = No
         if not report.overloaded:
             break
         report.log.append(f"attempt {attempt + 1}: the grader was overloaded in {len(report.overloaded)} test(s)")
-    return _finish(report, started, out)
+    return _finish(report, started, out, released)
 
 
 def _grade_once(submission: Path, assignment: str | None, call_timeout: float, sandbox: str, select: str | None,

@@ -11,13 +11,19 @@ pyproject.toml. The zip's bytes depend only on those files (layout.write_zip).
 
 The course file (grading.toml of the repository, or --course), where the course has one, is checked whole
 first (no zip is written when it is wrong), then packaged for each assignment as that assignment's
-grader reads it: every table but the other assignments' [assignments.<name>] sections. That grader knows
-only its own assignment, and would refuse a section of another as a misspelt name.
+grader reads it: every table but the other assignments' [assignments.<name>] sections, extensions and
+overrides, and [export]; a roster read from a CSV is written into it. That grader knows only its own
+assignment, and would refuse a section of another as a misspelt name. It applies the roster's extensions and
+overrides to the student Gradescope's metadata names (autograder.cohort.roster.for_gradescope). Its release date for
+the answers ([answers] release, or the section's answers_release) stays: once it has passed, results.json
+carries the assignment's answer key (from the handout and the hidden suite the zip holds) with Gradescope's
+"after_due_date" visibility (autograder/report/gradescope.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 import sys
@@ -25,7 +31,7 @@ import tempfile
 import tomllib
 from pathlib import Path
 
-from autograder.cohort.course import COURSE_FILE, CourseError, check
+from autograder.cohort.course import COURSE_FILE, CourseError, check, load_roster
 from autograder.package.layout import (ROOT, assignments, copy, files_of, public_tests, reset, write_text,
                                        write_zip)
 
@@ -44,11 +50,19 @@ def grader_files(assignment: str) -> list[str]:
 
 
 def course_file(course: Path, assignment: str) -> str:
-    """The course file as the package of `assignment` holds it: without the other assignments' sections."""
+    """The course file as the package of `assignment` holds it: without the other assignments' sections,
+    extensions and overrides, nor [export]; the roster's students written into it (the zip holds no CSV)."""
     data = tomllib.loads(Path(course).read_text(encoding="utf-8"))
     sections = data.pop("assignments", {})
     if assignment in sections:
         data["assignments"] = {assignment: sections[assignment]}
+    if "roster" in data:
+        data["roster"] = {"students": [dataclasses.asdict(student) for student in load_roster(course)]}
+    for table in ("extensions", "overrides"):
+        entries = [entry for entry in data.pop(table, []) if entry.get("assignment") == assignment]
+        if entries:
+            data[table] = entries
+    data.pop("export", None)
     return (f"# The course's {COURSE_FILE}, as `make gradescope` packaged it for {assignment}:\n"
             "# the other assignments' sections are left out.\n" + "\n".join(_toml(data)) + "\n")
 
@@ -91,20 +105,32 @@ def requirements() -> str:
     return "\n".join(project["dependencies"] + extras) + "\n"
 
 
-def stage(assignment: str, folder: Path, course: Path | None = None) -> None:
-    """Lay out the zip's contents in folder (with the course file, where there is one, for this assignment)."""
+def torch_index_checked(index: str) -> str:
+    """`index` if it is an http(s) URL that setup.sh can hold in double quotes, else a ValueError saying so."""
+    if index and not re.fullmatch(r"https?://[^\s\"'$`\\]+", index):
+        raise ValueError(f"--torch-index {index!r} is not a plain http(s) URL: give the index URL alone, e.g. the "
+                         "one PyTorch's \"Get started\" page gives for Linux, pip, CPU")
+    return index
+
+
+def stage(assignment: str, folder: Path, course: Path | None = None, torch_index: str = "") -> None:
+    """Lay out the zip's contents in folder (with the course file, where there is one, for this assignment);
+    setup.sh installs torch from `torch_index` (pip's default index when empty)."""
     copy(grader_files(assignment), folder)
     if course is not None:
         write_text(folder / COURSE_FILE, course_file(course, assignment))
     write_text(folder / "requirements.txt", requirements())
-    write_text(folder / "setup.sh", (TEMPLATES / "setup.sh").read_text(encoding="utf-8"), executable=True)
+    setup = (TEMPLATES / "setup.sh").read_text(encoding="utf-8").replace("@TORCH_INDEX@", torch_index_checked(torch_index))
+    write_text(folder / "setup.sh", setup, executable=True)
     script = (TEMPLATES / "run_autograder").read_text(encoding="utf-8").replace("@ASSIGNMENT@", assignment)
     write_text(folder / "run_autograder", script, executable=True)
 
 
-def build(dest: Path, course: Path | None = None) -> list[Path]:
+def build(dest: Path, course: Path | None = None, torch_index: str = "") -> list[Path]:
     """Write dest/<assignment>.zip for every assignment (dest emptied first); return the zips. `course`: the
-    course file (default: the repository's, where there is one), checked whole before anything is written."""
+    course file (default: the repository's, where there is one), checked whole before anything is written;
+    `torch_index`: the wheel index setup.sh installs torch from."""
+    torch_index_checked(torch_index)
     course = course or (COURSE if COURSE.is_file() else None)
     if course is not None:
         check(course, assignments())
@@ -112,7 +138,7 @@ def build(dest: Path, course: Path | None = None) -> list[Path]:
     zips = []
     for name in assignments():
         with tempfile.TemporaryDirectory(prefix="llmsys-gradescope-") as tmp:
-            stage(name, Path(tmp), course)
+            stage(name, Path(tmp), course, torch_index)
             write_zip(Path(tmp), dest / f"{name}.zip")
         zips.append(dest / f"{name}.zip")
     return zips
@@ -123,11 +149,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("dest", type=Path, help="where to write the zips (emptied first)")
     parser.add_argument("--course", type=Path, metavar="FILE",
                         help=f"the course file (default: {COURSE_FILE} of the repository, where there is one)")
+    parser.add_argument("--torch-index", default="", metavar="URL",
+                        help="the wheel index setup.sh installs torch from (PyTorch's CPU-only index saves GBs)")
     args = parser.parse_args(argv)
     try:
-        zips = build(args.dest, args.course)
+        zips = build(args.dest, args.course, args.torch_index)
     except CourseError as exc:
         parser.error(f"{exc}\nNo zip was written: correct the course file, then run `make gradescope` again.")
+    except ValueError as exc:
+        parser.error(f"{exc}\nNo zip was written.")
     for path in zips:
         print(f"wrote {path} ({path.stat().st_size >> 10} KiB)")
     return 0

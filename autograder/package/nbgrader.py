@@ -91,11 +91,12 @@ def build(dest: Path, tests: list[CollectedTest] | None = None) -> None:
         generate_assignment(dest, name)
 
 
-def write_feedback(course: Path, assignment: str, student: str, notebook: str, report) -> Path:
+def write_feedback(course: Path, assignment: str, student: str, notebook: str, report, released=None) -> Path:
     """The trusted grader's feedback as nbgrader's feedback file, feedback/<student>/<assignment>/<notebook>.html,
     where `nbgrader release_feedback` finds it. It is feedback.md rendered (raw HTML off, so nothing a
-    student printed becomes markup): hidden tests appear only as counts. nbgrader's timestamp and
-    submission secret (written by `nbgrader collect`) are copied beside it, as release_feedback needs."""
+    student printed becomes markup): hidden tests appear only as counts, and the answers section only for
+    the assignments in `released` (their release date has passed: autograder.cohort.answers). nbgrader's
+    timestamp and submission secret (written by `nbgrader collect`) are copied beside it, as release_feedback needs."""
     from html import escape
 
     from markdown_it import MarkdownIt
@@ -106,7 +107,7 @@ def write_feedback(course: Path, assignment: str, student: str, notebook: str, r
     coursedir = CourseDirectory(config=course_config(course))
     folder = Path(coursedir.format_path(coursedir.feedback_directory, student, assignment))
     body = (MarkdownIt("commonmark", {"html": False}).enable("table").disable(["link", "image", "autolink"])
-            .render(feedback_markdown(report)))  # the student's text stays text: no HTML, no links
+            .render(feedback_markdown(report, released)))  # the student's text stays text: no HTML, no links
     page = (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Feedback: {escape(notebook)}</title>"
             f"</head><body>\n{body}</body></html>\n")
     write_text(folder / f"{notebook}.html", page)

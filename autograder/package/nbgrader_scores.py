@@ -148,9 +148,10 @@ def record(gradebook, assignment: str, result: NotebookScore, comment_cell: str)
     gradebook.db.commit()
 
 
-def grade_course(course: Path, assignment: str, *, workers: int = 1,
-                 call_timeout: float = 60.0) -> list[NotebookScore]:
-    """Grade every submitted notebook of the assignment and record the scores; return them."""
+def grade_course(course: Path, assignment: str, *, workers: int = 1, call_timeout: float = 60.0,
+                 released: dict | None = None) -> list[NotebookScore]:
+    """Grade every submitted notebook of the assignment and record the scores; return them. The feedback
+    holds the answers of the assignments in `released` (autograder.cohort.answers: after their release)."""
     from nbgrader.api import Gradebook
     from nbgrader.coursedir import CourseDirectory
 
@@ -171,7 +172,7 @@ def grade_course(course: Path, assignment: str, *, workers: int = 1,
     def run(job: tuple[str, Path, Path]) -> GradeReport:
         student, submitted, _ = job
         return grade(submitted, out=out / student / assignment / submitted.stem, assignment=package,
-                     call_timeout=call_timeout)
+                     call_timeout=call_timeout, released=released)
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         reports = list(pool.map(run, jobs))
@@ -183,7 +184,7 @@ def grade_course(course: Path, assignment: str, *, workers: int = 1,
             record(gradebook, assignment, result, comment_cell)
             if report.tests:  # the trusted feedback says what nbgrader's comment says, and why they differ
                 report.log = [why_they_differ(result), *report.log]
-                write_all(report, out / student / assignment / submitted.stem)
-            write_feedback(course, assignment, student, submitted.stem, report)
+                write_all(report, out / student / assignment / submitted.stem, released)
+            write_feedback(course, assignment, student, submitted.stem, report, released)
             results.append(result)
     return results

@@ -7,7 +7,9 @@ tests, kernels/, the harness (the part of the grader the public tests need: auto
 harness/, grading/wire.py, grading/results.py), the root conftest.py, and three files written for students: a
 Makefile (`make test` and the targets the handouts name), a README (the student part of the root
 README, adapted) and a pyproject.toml (student dependencies only; the tests import assignments/).
-No solutions, no hidden suites, no other part of the grader.
+No solutions, no hidden suites, no other part of the grader. A release built after an assignment's
+answers are released (the course file's date: autograder/cohort/answers.py) also holds them,
+answers/<assignment>.md; before that date nothing of them.
 """
 
 from __future__ import annotations
@@ -19,8 +21,11 @@ import tomllib
 from pathlib import Path
 
 from autograder.authoring import stubs
+from autograder.cohort.answers import released_keys
+from autograder.cohort.course import COURSE_FILE, CourseError
 from autograder.package.layout import (HARNESS, ROOT, assignments, copy, public_tests, reset, tree_files,
                                        write_text)
+from autograder.report.answers import AnswerKey, key_markdown
 
 TEMPLATES = Path(__file__).with_name("templates")
 GITIGNORE = ".venv/\n__pycache__/\n*.pyc\n.pytest_cache/\n.hypothesis/\nbuild/\n"
@@ -93,8 +98,9 @@ def student_pyproject() -> str:
     ])
 
 
-def build(dest: Path) -> list[str]:
-    """Write the student release into dest (emptied first); return its files."""
+def build(dest: Path, released: dict[str, AnswerKey] | None = None) -> list[str]:
+    """Write the student release into dest (emptied first), with answers/<assignment>.md for each key of
+    `released` (autograder.cohort.answers.released_keys: those whose date has passed); return its files."""
     reset(dest)
     stubs.generate(ROOT / "solutions", dest / "assignments")
     for path in (dest / "assignments").rglob("*"):
@@ -104,16 +110,21 @@ def build(dest: Path) -> list[str]:
     write_text(dest / "README.md", student_readme())
     write_text(dest / "pyproject.toml", student_pyproject())
     write_text(dest / ".gitignore", GITIGNORE)
+    for name, key in sorted((released or {}).items()):
+        write_text(dest / "answers" / f"{name}.md", key_markdown(key))
     return tree_files(dest)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dest", type=Path, help="where to write the release (emptied first)")
+    parser.add_argument("--course", type=Path, metavar="FILE", help="the course file with the answers' release "
+                        f"dates (default: {COURSE_FILE} of the repository, where there is one)")
     args = parser.parse_args(argv)
+    course = args.course or (ROOT / COURSE_FILE if (ROOT / COURSE_FILE).is_file() else None)
     try:
-        files = build(args.dest)
-    except (ReleaseError, stubs.MarkerError) as exc:
+        files = build(args.dest, released_keys(course))
+    except (ReleaseError, stubs.MarkerError, CourseError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"wrote the student release ({len(files)} files) to {args.dest}/")

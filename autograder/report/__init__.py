@@ -1,6 +1,7 @@
 """Reports: views of one GradeReport (terminal, Gradescope, JUnit, Markdown) and the gradebook.
 
-`write_all(report, out)` writes every file view of one submission into `out`:
+`write_all(report, out, released)` writes every file view of one submission into `out` (with the answers of
+the assignments in `released`, autograder/cohort/answers.py, where their release date has passed):
   results.json  Gradescope's autograder results
   junit.xml     JUnit XML, one testsuite per assignment
   feedback.md   the student's feedback (hidden tests only as a count)
@@ -10,20 +11,22 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 from autograder.report.gradescope import results_json
 from autograder.report.junit import junit_xml
 from autograder.report.markdown import feedback_markdown
 from autograder.grading.results import GradeReport
+from autograder.report.answers import AnswerKey
 
 __all__ = ["feedback_markdown", "junit_xml", "results_json", "write_all"]
 
 
-def write_all(report: GradeReport, out: Path) -> None:
+def write_all(report: GradeReport, out: Path, released: Mapping[str, AnswerKey] | None = None) -> None:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(results_json(report), indent=2) + "\n")
+    (out / "results.json").write_text(json.dumps(results_json(report, released), indent=2) + "\n")
     (out / "junit.xml").write_text(junit_xml(report), encoding="utf-8")
-    (out / "feedback.md").write_text(feedback_markdown(report), encoding="utf-8")
+    (out / "feedback.md").write_text(feedback_markdown(report, released), encoding="utf-8")
     (out / "report.json").write_text(report.to_json() + "\n")

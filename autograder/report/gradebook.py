@@ -5,7 +5,8 @@ Crash safety: the database is in WAL mode and each submission is recorded in one
 loses at most the submission being recorded, and nothing is ever counted twice. A submission
 recorded with status "error" (the grader failed on it) is not current, so the next batch grades it again;
 one recorded "not_gradable" (nothing of it could be graded: a corrupt zip, an empty folder) is current
-until its contents change, and has no score: it is never a 0.
+until its contents change, and has no score: it is never a 0. A student of the roster with no submission has
+a row of status "missing" (score 0), named by the student's id (autograder.cohort.roster keeps them).
 
 Every file a reader sees is derived from this gradebook (autograder.report.publish): the scores after the
 late policy are computed from the raw scores and the stored penalties when read (`late()`), never kept.
@@ -22,7 +23,7 @@ import sqlite3
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 from autograder.report.parts import COLUMNS as PART_COLUMNS, Parts, after_penalty, by_assignment
 from autograder.report.text import clean, rounded, safe_cell
@@ -32,7 +33,7 @@ SUBMISSIONS_TABLE = """
 CREATE TABLE IF NOT EXISTS {table} (
     name        TEXT PRIMARY KEY,
     digest      TEXT NOT NULL,
-    status      TEXT NOT NULL CHECK (status IN ('graded', 'error', 'not_gradable')),
+    status      TEXT NOT NULL CHECK (status IN ('graded', 'error', 'not_gradable', 'missing')),
     score       REAL,
     max_score   REAL,
     assignments TEXT NOT NULL,  -- JSON {assignment: [score, max_score]}
@@ -83,7 +84,7 @@ class Gradebook:
         self._db = sqlite3.connect(self.path, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
-        self._db.executescript(SCHEMA)
+        self._db.executescript(SCHEMA + ROSTER_SCHEMA)
         _allow_not_gradable(self._db)
 
     def close(self) -> None:
@@ -210,24 +211,30 @@ class Gradebook:
         here, awaiting hand grading, needing a GPU, the maximum in all); the same for the total; the status
         and, for a submission not graded, why. Where a late policy was applied, then per assignment the
         penalised score (the raw one where no policy applies) and the days late, and the penalised total,
-        which is the sum of the penalised scores shown. Every number is rounded as the other files show it."""
+        which is the sum of the penalised scores shown. Where the course file overrides or excuses an
+        assignment, then per assignment its final score ("excused" where excused) and the final total, the sum
+        of the others. A student of the roster with no submission has a row of status "missing", scoring 0.
+        Every number is rounded as the other files show it."""
         rows = self.rows()
         parts = {row["name"]: row["parts"] for row in rows}
         assignments = sorted({a for row in rows for a in row["assignments"]} | {a for p in parts.values() for a in p})
-        late = self.late()
+        late, final = self.late(), finals(self)
+        adjusted = any(f.adjusted for mine in final.values() for f in mine.values())
         with open(path, "w", newline="", encoding="utf-8") as handle:
             writer = csv.writer(handle)
             extra = [*(f"{a} penalised" for a in assignments), "total penalised",
                      *(f"{a} days late" for a in assignments)] if late else []
+            extra += [*(f"{a} final" for a in assignments), "total final"] if adjusted else []
             header = ["name"] + [c for a in assignments for c in _part_columns(a)] + _part_columns("total")
             writer.writerow([*header, "status", "reason", *extra])
             for row in rows:
-                mine, graded = parts[row["name"]], row["status"] == "graded"
-                cells = [c for a in assignments for c in _part_cells(mine.get(a) if graded else None)]
-                cells += _part_cells(sum(mine.values(), Parts(0.0, 0.0, 0.0, 0.0)) if graded else None)
+                mine, scored = parts[row["name"]], row["status"] in SCORED
+                cells = [c for a in assignments for c in _part_cells(mine.get(a) if scored else None)]
+                cells += _part_cells(sum(mine.values(), Parts(0.0, 0.0, 0.0, 0.0)) if scored else None)
                 writer.writerow([safe_cell(row["name"]), *cells, row["status"],
-                                 "" if graded else safe_cell(_last_line(row["message"])),
-                                 *(_penalised(row, mine, assignments, late) if late else [])])
+                                 "" if row["status"] == "graded" else safe_cell(_last_line(row["message"])),
+                                 *(_penalised(row, mine, assignments, late) if late else []),
+                                 *(_final_cells(final.get(row["name"]), assignments) if adjusted else [])])
 
 
 def _part_columns(assignment: str) -> list[str]:
@@ -250,7 +257,7 @@ def _last_line(message: str) -> str:
 def _penalised(row: dict, parts: dict[str, Parts], assignments: list[str], late: dict) -> list:
     """Each assignment's penalised score (the raw one where no policy applies), their sum, each one's days late."""
     mine = late.get(row["name"], {})
-    if row["status"] != "graded":
+    if row["status"] not in SCORED:
         return [""] * (2 * len(assignments) + 1)
     scores = [mine[a]["penalised"] if a in mine else rounded(parts[a].score) if a in parts else "" for a in assignments]
     days = [mine[a]["days_late"] if a in mine else "" for a in assignments]
@@ -262,10 +269,10 @@ def _blank(value):
 
 
 def _allow_not_gradable(db: sqlite3.Connection) -> None:
-    """A gradebook made before "not_gradable" existed gets it in its status check, its rows kept as they are
-    (SQLite cannot change a check in place: the table is copied into one made by today's schema)."""
+    """A gradebook made before "not_gradable" (or "missing") existed gets it in its status check, its rows kept
+    as they are (SQLite cannot change a check in place: the table is copied into one made by today's schema)."""
     found = db.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'submissions'").fetchone()
-    if found is None or "not_gradable" in found[0]:
+    if found is None or all(f"'{status}'" in found[0] for status in ("not_gradable", MISSING)):
         return
     db.execute("BEGIN IMMEDIATE")
     try:
@@ -293,6 +300,30 @@ CREATE TABLE IF NOT EXISTS manual_scores (
     PRIMARY KEY (submission, question)
 );
 """
+
+
+MANUAL_SHEETS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS manual_sheets (
+    one        INTEGER PRIMARY KEY CHECK (one = 1),  -- a single row
+    secret     TEXT NOT NULL,     -- hex key of the sheets' row ids, made at the first export and kept
+    anonymous  INTEGER NOT NULL   -- 1: the sheets show graders those ids, never a submission's name
+);
+"""
+
+
+def sheet_settings(book: Gradebook, anonymous: bool | None = None) -> tuple[bytes, bool]:
+    """The key of the grading sheets' row ids (autograder.written.manual) and whether the sheets are anonymous.
+    The key is made once per gradebook, so a submission's id is the same in every sheet written from it;
+    `anonymous` given is stored, and the sheets written again later (autograder.cohort.publish) follow it."""
+    import secrets
+
+    book._db.execute(MANUAL_SHEETS_SCHEMA)
+    with book._transaction() as db:
+        db.execute("INSERT OR IGNORE INTO manual_sheets VALUES (1, ?, 0)", (secrets.token_hex(32),))
+        if anonymous is not None:
+            db.execute("UPDATE manual_sheets SET anonymous = ?", (int(anonymous),))
+        secret, stored = db.execute("SELECT secret, anonymous FROM manual_sheets").fetchone()
+    return bytes.fromhex(secret), bool(stored)
 
 
 def answer_digest(text: str) -> str:
@@ -354,6 +385,170 @@ def _apply_manual(db: sqlite3.Connection, name: str) -> None:
         db.execute("UPDATE submissions SET score = ?, assignments = ?, report = ? WHERE name = ?",
                    (report.score, json.dumps(groups), report.to_json(), name))
 
+# ---- the roster, extensions and overrides (autograder.cohort.roster brings them from the course file) -------
+
+ROSTER_SCHEMA = """
+-- The course file's roster, as the last batch or export matched the submissions to it.
+CREATE TABLE IF NOT EXISTS roster (
+    position    INTEGER NOT NULL,  -- the roster's order
+    id          TEXT PRIMARY KEY,
+    name        TEXT NOT NULL,
+    email       TEXT NOT NULL,
+    section     TEXT NOT NULL,
+    login       TEXT NOT NULL,     -- Canvas's SIS Login ID (the email where the roster has no login)
+    submission  TEXT               -- the student's submission; NULL: none, and a "missing" row stands for them
+);
+-- The course file's extensions and overrides in force, by student (a roster id; a submission's name without one).
+CREATE TABLE IF NOT EXISTS adjustments (
+    student     TEXT NOT NULL,
+    assignment  TEXT NOT NULL,
+    kind        TEXT NOT NULL CHECK (kind IN ('extension', 'override')),
+    value       TEXT NOT NULL,     -- the extended due date (ISO 8601), the score, or "excused"
+    reason      TEXT NOT NULL,
+    PRIMARY KEY (student, assignment, kind)
+);
+-- Every change of an extension or override: what changed, when, why and by which command. Only ever added to.
+CREATE TABLE IF NOT EXISTS audit (
+    at          TEXT NOT NULL,     -- ISO 8601, UTC
+    command     TEXT NOT NULL,
+    student     TEXT NOT NULL,
+    assignment  TEXT NOT NULL,
+    change      TEXT NOT NULL,     -- "extension", "override", each maybe followed by " removed"
+    before      TEXT NOT NULL,
+    after       TEXT NOT NULL,
+    reason      TEXT NOT NULL
+);
+"""
+MISSING = "missing"
+SCORED = ("graded", MISSING)  # the rows with a score: a student with no submission scores 0
+EXCUSED = "excused"  # an override's value: the assignment does not count
+
+
+class Final(NamedTuple):
+    """One assignment of one row, as every export shows it."""
+
+    raw: float  # the score as graded
+    penalised: float  # after the late policy (the raw score where none applies)
+    final: float | None  # after the course file's override (its score); None where the assignment is excused
+    graded: float  # the maximum graded here
+    total: float  # the maximum in all
+    adjusted: str  # "", "override" or "excused"
+
+
+def store_roster(book: Gradebook, students: list, submissions: dict[str, str]) -> None:
+    """Replace the roster (autograder.cohort.course.Student objects, in order) and its "missing" rows: each
+    student's submission is `submissions`' (student id -> a submission's name); for each student without
+    one, a row of status "missing" named by the id, scoring 0 of each assignment's maximum among the graded
+    submissions. One transaction."""
+    maxima = _maxima(book)
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    roster = [(i, s.id, s.name, s.email, s.section, s.login or s.email, submissions.get(s.id))
+              for i, s in enumerate(students)]
+    missing = [(s.id, "", MISSING, 0.0, rounded(sum(maxima.values())), json.dumps({a: [0.0, m] for a, m in maxima.items()}),
+                clean(f"no submission from {s.name} ({s.id}), who is on the roster"), now, None)
+               for s in students if s.id not in submissions]
+    with book._transaction() as db:
+        db.execute("DELETE FROM roster")
+        db.executemany("INSERT INTO roster VALUES (?, ?, ?, ?, ?, ?, ?)", roster)
+        db.execute("DELETE FROM submissions WHERE status = ?", (MISSING,))
+        db.executemany("INSERT INTO submissions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", missing)
+
+
+def _maxima(book: Gradebook) -> dict[str, float]:
+    """{assignment: its maximum in all}, the highest among the graded submissions."""
+    found: dict[str, float] = {}
+    for row in book.rows():
+        for name, parts in row["parts"].items() if row["status"] == "graded" else ():
+            found[name] = max(found.get(name, 0.0), rounded(parts.total))
+    return dict(sorted(found.items()))
+
+
+def roster(book: Gradebook) -> list[dict]:
+    """The roster's rows in its order ([] without a roster), each with its submission's name or None."""
+    return _dicts(book._db.execute("SELECT * FROM roster ORDER BY position"))
+
+
+def stored_adjustments(book: Gradebook) -> dict[tuple[str, str, str], tuple[str, str]]:
+    """{(student, assignment, kind): (value, reason)} of the extensions and overrides in force."""
+    cursor = book._db.execute("SELECT student, assignment, kind, value, reason FROM adjustments")
+    return {(student, assignment, kind): (value, reason) for student, assignment, kind, value, reason in cursor}
+
+
+def store_adjustments(book: Gradebook, entries: dict[tuple[str, str, str], tuple[str, str]], changes: list[dict],
+                      command: str) -> None:
+    """Replace the extensions and overrides in force with `entries` (as stored_adjustments() gives them) and
+    add `changes` (dicts of student, assignment, change, before, after, reason) to the audit, made by
+    `command`, in one transaction."""
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    with book._transaction() as db:
+        db.execute("DELETE FROM adjustments")
+        db.executemany("INSERT INTO adjustments VALUES (?, ?, ?, ?, ?)", [(*k, *v) for k, v in entries.items()])
+        db.executemany("INSERT INTO audit VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                       [(now, command, c["student"], c["assignment"], c["change"], c["before"], c["after"], c["reason"])
+                        for c in changes])
+
+
+def audit(book: Gradebook) -> list[dict]:
+    """The audit's rows, oldest first."""
+    return _dicts(book._db.execute("SELECT * FROM audit ORDER BY rowid"))
+
+
+def adjustments(book: Gradebook) -> dict[str, dict[str, dict[str, dict]]]:
+    """{row name: {assignment: {kind: {"value": ..., "reason": ...}}}}: each student's extensions and overrides
+    under the name of the row that stands for the student (the submission, or the "missing" row)."""
+    rows = {row["id"]: row["submission"] or row["id"] for row in roster(book)}
+    found: dict[str, dict[str, dict[str, dict]]] = {}
+    for (student, assignment, kind), (value, reason) in stored_adjustments(book).items():
+        found.setdefault(rows.get(student, student), {}).setdefault(assignment, {})[kind] = {"value": value,
+                                                                                            "reason": reason}
+    return found
+
+
+def finals(book: Gradebook) -> dict[str, dict[str, Final]]:
+    """{row name: {assignment: Final}} of every row with a score (graded, or missing): the raw score, then
+    the late policy's penalty, then the course file's override or excuse."""
+    late, adjusted, found = book.late(), adjustments(book), {}
+    for row in book.rows():
+        if row["status"] not in SCORED:
+            continue
+        mine = found[row["name"]] = {}
+        for name, parts in row["parts"].items():
+            penalised = late.get(row["name"], {}).get(name, {}).get("penalised", rounded(parts.score))
+            value = adjusted.get(row["name"], {}).get(name, {}).get("override", {}).get("value")
+            final = penalised if value is None else None if value == EXCUSED else rounded(float(value))
+            mine[name] = Final(rounded(parts.score), penalised, final, rounded(parts.graded), rounded(parts.total),
+                               "" if value is None else EXCUSED if value == EXCUSED else "override")
+    return found
+
+
+def _final_cells(mine: dict[str, Final] | None, assignments: list[str]) -> list:
+    """grades.csv's final score per assignment ("excused" where excused) and their total."""
+    if mine is None:
+        return [""] * (len(assignments) + 1)
+    cells = [EXCUSED if a in mine and mine[a].final is None else mine[a].final if a in mine else "" for a in assignments]
+    return [*cells, rounded(sum(c for c in cells if isinstance(c, float)))]
+
+
+def roster_view(path: Path) -> dict[str, list]:
+    """For the cohort report, from a gradebook opened read-only: "missing" the roster's students with no
+    submission, "unknown" the submissions of no one on the roster, "adjustments" the extensions and
+    overrides in force, "audit" every change of them, newest first (empty where there is none)."""
+    db = open_read_only(path)
+    try:
+        if not _columns(db, "audit"):  # a gradebook made before the roster existed
+            return {"missing": [], "unknown": [], "adjustments": [], "audit": []}
+        students = _dicts(db.execute("SELECT * FROM roster ORDER BY position"))
+        on_roster = {row["submission"] for row in students}
+        names = [name for (name,) in db.execute("SELECT name FROM submissions WHERE status != ? ORDER BY name",
+                                                (MISSING,))]
+        return {"missing": [row for row in students if row["submission"] is None],
+                "unknown": [name for name in names if name not in on_roster] if students else [],
+                "adjustments": _dicts(db.execute("SELECT * FROM adjustments ORDER BY student, assignment, kind")),
+                "audit": _dicts(db.execute("SELECT * FROM audit ORDER BY rowid DESC"))}
+    finally:
+        db.close()
+
+
 # Read-only queries, for views of a whole cohort (the HTML report): they never create, change or lock a
 # gradebook, and return plain rows, so a view shows whatever statuses and columns the grader stored.
 
@@ -381,3 +576,22 @@ def submission_rows(db: sqlite3.Connection) -> list[dict]:
 def result_rows(db: sqlite3.Connection) -> list[dict]:
     """Every test row of every submission, by submission and position."""
     return _dicts(db.execute("SELECT * FROM tests ORDER BY submission, position"))
+
+
+def _columns(db: sqlite3.Connection, table: str) -> set[str]:
+    """The columns of `table` (none when the gradebook has no such table: one made before it existed)."""
+    return {row[1] for row in db.execute("SELECT * FROM pragma_table_info(?)", (table,))}
+
+
+def late_rows(db: sqlite3.Connection) -> list[dict]:
+    """The late policy's rows as stored (the penalty as assessed; the scores as of then: Gradebook.late()
+    says why a view computes the penalised score from the current raw one)."""
+    return _dicts(db.execute("SELECT * FROM late ORDER BY submission, assignment")) if _columns(db, "late") else []
+
+
+def roster_sections(db: sqlite3.Connection) -> dict[str, str]:
+    """{row name: section} from the roster: a student's submission, or the id naming their "missing" row."""
+    if not {"id", "submission", "section"} <= _columns(db, "roster"):
+        return {}
+    rows = db.execute("SELECT coalesce(submission, id), section FROM roster WHERE section IS NOT NULL")
+    return {str(name): str(section) for name, section in rows if str(section).strip()}

@@ -11,16 +11,23 @@ are worth; the overall output says how many points are graded by hand, outside t
 score with the parts of the maximum as every view names them (autograder.report.parts), and extra_data
 holds them as numbers. A submission that is not gradable, or that the grader could not complete, has no
 score and no tests: the output's first line says why. Test visibilities use Gradescope's own names, so they pass through unchanged. The schema this output follows is gradescope_schema.json beside this file.
+
+Once an assignment's answers are released (the course file's date, autograder/cohort/answers.py), its
+answer key follows the tests as one more entry of 0 / 0 points without a status, in Markdown, with
+visibility "after_due_date": Gradescope shows it to students only after the due date, and no
+results.json written before the release holds it (regrade on Gradescope after the release date to add it).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 from autograder.report.parts import as_dict, describe, parts_of
 from autograder.report.text import clean, explanation, rounded
 from autograder.grading.results import GradeReport, TestResult
+from autograder.report.answers import AnswerKey, key_markdown
 
 SCHEMA = Path(__file__).with_name("gradescope_schema.json")
 NOT_GRADED = ("Not graded: the grader could not complete this submission (its own failure, not a score of 0); "
@@ -75,7 +82,15 @@ def manual_note(report: GradeReport) -> list[str]:
             "answers, listed as 0 / 0): they come from manual grading, not from this score"]
 
 
-def results_json(report: GradeReport) -> dict:
+def answer_entry(key: AnswerKey, tests: list[TestResult]) -> dict:
+    """The released answer key of one assignment, shown by Gradescope after the due date."""
+    return {"name": f"Answers: {key.assignment} (released {key.release.isoformat()})", "score": 0.0,
+            "max_score": 0.0, "output": key_markdown(key, 1, tests), "output_format": "md",
+            "visibility": "after_due_date"}
+
+
+def results_json(report: GradeReport, released: Mapping[str, AnswerKey] | None = None) -> dict:
+    """results.json; `released`: the AnswerKey of each assignment whose answers students may see now."""
     if report.not_gradable or not report.tests:  # no score at all: the output's first line says why
         why = f"Not gradable: {report.not_gradable}" if report.not_gradable else NOT_GRADED
         return {"execution_time": round(report.execution_time, 3), "visibility": "visible",
@@ -92,8 +107,18 @@ def results_json(report: GradeReport) -> dict:
         "visibility": "visible",
         # The grader's stdout may name hidden tests: instructors only.
         "stdout_visibility": "hidden",
-        "tests": [case_entry(test) for test in report.tests],
+        "tests": [case_entry(test) for test in report.tests]
+        + [answer_entry(released[name], tests) for name, tests in report.by_assignment().items()
+           if name in (released or {})],
     }
+
+
+def with_adjustments(results: dict, lines: list[str], added: float) -> dict:
+    """results.json with the course file's overrides applied (autograder.cohort.late.mark_adjusted): the score
+    with `added` (each score set less the one it replaces), and what was set at the top of the output."""
+    note = "\n".join(["Set by the course staff:", *(clean(line) for line in lines)])
+    return {**results, "score": rounded(max(0.0, float(results["score"]) + added)),
+            "output": note + ("\n" + results["output"] if results.get("output") else "")}
 
 
 def with_late(results: dict, lines: list[str], deducted: float) -> dict:

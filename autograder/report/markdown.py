@@ -11,22 +11,28 @@
    cases counted, not repeated); then the passed ones, one line per test file naming its functions.
    Written answers graded by hand: each with its points and the grader's comment; those still to be
    graded are counted in the score line ("z by hand still to grade").
-5. The grading notes (the protections that were active, the seed).
+5. Once an assignment's answers are released (`released`: its AnswerKey, autograder/report/answers.py),
+   its answers: the written questions' keys and model answers, each hidden test with what it checks and
+   the points it gave.
+6. The grading notes (the protections that were active, the seed).
 
 Hidden tests (visibility "hidden") appear only as counts and points: their names and messages would
-give away the hidden suite. Messages and log lines come from student code, so they go into fenced
-code blocks whose fence is longer than any backtick run inside; nothing a student prints can close
-the block and inject Markdown or HTML.
+give away the hidden suite. So do the tests visible after the due date (or once published) until
+their assignment's answers are released; then they are shown like the others. Messages and log lines
+come from student code, so they go into fenced code blocks whose fence is longer than any backtick run
+inside; nothing a student prints can close the block and inject Markdown or HTML.
 """
 
 from __future__ import annotations
 
 import re
 from collections import OrderedDict
+from collections.abc import Mapping
 
 from autograder.report.parts import fraction, parts_of, tail
 from autograder.report.text import clean, points, reason, short_name
 from autograder.grading.results import GradeReport, TestResult
+from autograder.report.answers import AnswerKey, key_markdown
 
 MESSAGE_LINES = 6  # of a failure's message in the feedback; the full text is in report.json and junit.xml
 TO_FIX = ("failed", "error")
@@ -51,6 +57,12 @@ def code(text: str) -> str:
 def _line(text: str) -> str:
     """Trusted text (a test's docstring) on one line."""
     return " ".join(text.split())
+
+
+def concealed(test: TestResult, released: Mapping[str, AnswerKey]) -> bool:
+    """Shown only as a count: a hidden test, or one visible after the due date (or once published) while its
+    assignment's answers are not released."""
+    return test.visibility == "hidden" or (test.visibility != "visible" and test.assignment not in released)
 
 
 def _plural(count: int, word: str) -> str:
@@ -125,7 +137,7 @@ def _gpu_sentence(waiting: list[TestResult]) -> str:
             "has none), so they count neither for nor against this score.")
 
 
-def _table(report: GradeReport) -> list[str]:
+def _table(report: GradeReport, released: Mapping[str, AnswerKey]) -> list[str]:
     lines = ["| assignment | points graded here | passed | to fix | not implemented | awaiting hand grading "
              "| not graded (GPU) | hidden tests |",
              "|---|---:|---:|---:|---:|---:|---:|---:|"]
@@ -133,7 +145,7 @@ def _table(report: GradeReport) -> list[str]:
         parts = parts_of(tests)
         graded = [t for t in tests if t.status not in ("not_graded", "manual")]
         waiting = [t for t in tests if t.status == "not_graded"]
-        hidden = [t for t in graded if t.visibility == "hidden"]
+        hidden = [t for t in graded if concealed(t, released)]
         count = {s: sum(t.status == s for t in tests) for s in ("passed", "not_implemented")}
         gpu = f"{len(waiting)} ({points(sum(t.max_points for t in waiting))} points)" if waiting else "0"
         secret = (f"{len(hidden)} ({points(sum(t.points for t in hidden))} / "
@@ -172,7 +184,15 @@ def _not_graded(report: GradeReport) -> list[str]:
             "submission's score); it is graded again. The grading notes below say what happened.", ""]
 
 
-def feedback_markdown(report: GradeReport) -> str:
+def _answers(report: GradeReport, released: Mapping[str, AnswerKey]) -> list[str]:
+    """The released answers of the report's assignments, with the points each hidden test gave."""
+    return [key_markdown(released[name], 2, tests) for name, tests in report.by_assignment().items()
+            if name in released]
+
+
+def feedback_markdown(report: GradeReport, released: Mapping[str, AnswerKey] | None = None) -> str:
+    """The feedback; `released`: the AnswerKey of each assignment whose answers students may see now."""
+    released = released or {}
     if report.not_gradable or not report.tests:
         lines = [f"# Feedback: {code(report.submission)}", "", *_not_graded(report)]
         return "\n".join(lines + (["## Grading notes", "", fenced("\n".join(report.log)), ""] if report.log else []))
@@ -181,10 +201,10 @@ def feedback_markdown(report: GradeReport) -> str:
     score = f"Score: **{fraction(parts)}** points graded here{tail(parts)}."
     lines = [f"# Feedback: {code(report.submission)}", "",
              score + (" " + _gpu_sentence(waiting) if waiting else ""), ""]
-    lines += _table(report) if report.tests else []
-    shown = [t for t in report.tests if t.visibility != "hidden"]
+    lines += _table(report, released) if report.tests else []
+    shown = [t for t in report.tests if not concealed(t, released)]
     fix = by_function([t for t in shown if t.status in TO_FIX])
-    hidden_fix = sum(t.status in TO_FIX for t in report.tests if t.visibility == "hidden")
+    hidden_fix = sum(t.status in TO_FIX for t in report.tests if concealed(t, released))
     if fix or hidden_fix:
         lines += [f"## To fix: {_plural(sum(map(len, fix.values())), 'test')}"
                   + (f" (and {hidden_fix} hidden)" if hidden_fix else ""), ""]
@@ -195,7 +215,7 @@ def feedback_markdown(report: GradeReport) -> str:
                 ("skipped", "Skipped"), ("passed", "Passed"))
     for status, title in sections:
         group = by_function([t for t in shown if t.status == status])
-        hidden = sum(t.status == status for t in report.tests if t.visibility == "hidden")
+        hidden = sum(t.status == status for t in report.tests if concealed(t, released))
         if not group and not hidden:
             continue
         count = sum(map(len, group.values()))
@@ -208,6 +228,7 @@ def feedback_markdown(report: GradeReport) -> str:
             note = f": {code(_first_line(tests[0])[:120])}" if status in ("not_implemented", "skipped") else ""
             lines.append(_one_line(name, tests, note))
         lines.append("")
+    lines += _answers(report, released)
     if report.log:
         lines += ["## Grading notes", "", fenced("\n".join(report.log)), ""]
     return "\n".join(lines)

@@ -4,14 +4,21 @@
 
 writes OUT/report/index.html and one page per submission under OUT/report/submissions/. The site opens
 from disk (file://), offline: the charts are SVG files drawn at build time with matplotlib, the style
-sheet is a local file, and there is no script at all.
+sheet is a local file, and the one script (site.js, which sorts a table when its header is clicked) is a
+local file the pages' Content-Security-Policy allows by origin; no page has inline script, and without
+the script every table still reads in the gradebook's order.
 
-What the index shows: each assignment's score distribution; each test function's pass rate, hardest
-first, with its most common failure messages grouped; the points of each task; the submissions the
-grader could not grade and those that are not gradable (each with its reason; neither is in the
-statistics); the points that need a GPU and were not graded here; and every submission, linked to its
-page (its tests as a table, its feedback.md rendered). Scores are shown out of the points graded here,
-beside the other parts of the maximum (autograder.report.parts), as in every other view.
+What the index shows: each assignment's score distribution; who needs help (the lowest scores, the most
+tasks not implemented, the most time-outs); each test function's pass rate, hardest first, with its most
+common failure messages grouped (written answers graded by hand and the runs that could not run are left
+out of it); the points of each task; the static checks' hits (a forbidden API, a broken Triton rule), apart
+from the tests that failed by what the code computed; the submissions the grader could not grade and those
+that are not gradable (each with its reason; neither is in the statistics); the points that need a GPU and
+were not graded here; and every submission, with its section where the gradebook holds a roster and its
+penalised scores beside the raw ones where a late policy applies, linked to its page (its tests as a
+table, its feedback.md rendered). Scores are shown out of the points graded here, beside the other parts
+of the maximum (autograder.report.parts), as in every other view. Every table scrolls sideways inside the
+page when it is wider than the window.
 
 Everything comes from the gradebook's rows as stored, read through one read-only connection: a status
 this module does not know (a newer grader's) is shown as itself, and every total is read through
@@ -34,23 +41,38 @@ from typing import NamedTuple
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markdown_it import MarkdownIt
 
-from autograder.report.gradebook import open_read_only, result_rows, submission_rows
+from autograder.report.gradebook import (late_rows, open_read_only, result_rows, roster_sections, roster_view,
+                                         submission_rows)
 from autograder.report.markdown import feedback_markdown
 from autograder.report.site_charts import write_charts
-from autograder.report.parts import NONE, Parts, by_assignment, parts_of
-from autograder.report.text import REASONS, points
+from autograder.report.parts import NONE, Parts, after_penalty, by_assignment, parts_of
+from autograder.report.text import REASONS, points, rounded
 from autograder.grading.results import GradeReport
 
 REPORT_DIR = "report"
 SIMILARITY_PAGE = "similarity.html"  # written beside index.html by the similarity check, when it runs
 STYLE_SHEET = "site.css"
+SCRIPT = "site.js"  # sorts the tables; beside index.html, allowed by the pages' policy as 'self'
 TEMPLATES = "site_templates"
+# A test the static checks failed (autograder.static: a forbidden API, a broken Triton rule) is stored as
+# failed with the runner's message "static check: ..." (pytest.fail's "Failed: " before it). The report
+# shows it as its own outcome, never among the failures of what the code computed.
+STATIC_CHECK = "static_check"
+STATIC_MESSAGE = re.compile(r"(?:Failed: )?static check: ")
+# Written answers graded by hand (or waiting to be): not automated tests, so not in the hardest-tests list.
+BY_HAND = ("manual", "hand_graded")
+WRITTEN = "written/"  # the names of the written answers' results (autograder.written.answers.PREFIX)
 # A pass rate counts the runs with these outcomes: a test that did not run here for a stated reason
-# (not_graded, skipped) is left out, and so is a status this module does not know (e.g. a newer grader's
-# hand-graded answer), which is shown in its own column and in the mean share of points instead.
-COUNTED = ("passed", "failed", "not_implemented", "error")
-FAILURES = ("failed", "not_implemented", "error")  # whose messages are grouped, per test
-KNOWN = tuple(REASONS)
+# (not_graded, skipped) is left out, and so is one that could not run (error: a failed setup, an
+# overloaded grader), and a status this module does not know (e.g. a newer grader's); each is shown in its
+# own column and in the mean share of points instead.
+COUNTED = ("passed", "failed", STATIC_CHECK, "not_implemented")
+FAILURES = ("failed", "not_implemented")  # whose messages are grouped, per test
+KNOWN = (*tuple(REASONS)[:2], STATIC_CHECK, *tuple(REASONS)[2:])  # passed, failed, then a static check's
+# A call into the submission over its CPU budget, in the sandbox's words (autograder.sandbox.process); the
+# calls not run after it ("already timed out") are its consequences, not time-outs of their own.
+TIMED_OUT = re.compile(r"\btimed out after\b")
+HELP_ROWS = 10  # submissions in each list of the "needs help" view
 MESSAGE_GROUPS = 3  # most common failure messages shown per test
 MESSAGE_WIDTH = 200  # characters of a message's first line kept for grouping
 
@@ -70,6 +92,20 @@ def totals(row: dict) -> Totals:
 def label(status: str) -> str:
     """A status for a reader: the harness's words for the known ones, any other as itself."""
     return status.replace("_", " ") if status in KNOWN else status
+
+
+def outcome(test: dict) -> str:
+    """A test's status, except STATIC_CHECK for a failure the static checks made."""
+    return STATIC_CHECK if test["status"] == "failed" and STATIC_MESSAGE.match(test["message"]) else test["status"]
+
+
+def timed_out(test: dict) -> bool:
+    return test["status"] != "passed" and bool(TIMED_OUT.search(test["message"]))
+
+
+def by_hand(test: dict) -> bool:
+    """A written answer, graded by hand or waiting to be."""
+    return test["status"] in BY_HAND or test["name"].startswith(WRITTEN)
 
 
 def css_class(status: str) -> str:
@@ -113,6 +149,10 @@ class Submission:
     tests: list[dict] = field(default_factory=list)
     log: list[str] = field(default_factory=list)
     feedback: str = ""  # Markdown
+    section: str = ""  # the roster's, where the gradebook holds one
+    late: dict[str, dict] = field(default_factory=dict)  # assignment -> the late policy's row, where one applies
+    # The sums over the tests, each made once: every table of the index reads them again.
+    _sums: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def graded(self) -> bool:
@@ -124,20 +164,48 @@ class Submission:
 
     def parts(self) -> Parts:
         """The score and the parts of its maximum (autograder.report.parts), from the stored test rows."""
-        return parts_of(self.tests) if self.graded else NONE
+        if "parts" not in self._sums:
+            self._sums["parts"] = parts_of(self.tests) if self.graded else NONE
+        return self._sums["parts"]
 
     def assignment_parts(self) -> dict[str, Parts]:
-        return by_assignment(self.tests) if self.graded else {}
+        if "assignments" not in self._sums:
+            self._sums["assignments"] = by_assignment(self.tests) if self.graded else {}
+        return self._sums["assignments"]
 
     def count(self, status: str) -> int:
-        return sum(t["status"] == status for t in self.tests)
+        """Tests of this outcome (a static check's failure is STATIC_CHECK, not failed)."""
+        return sum(outcome(t) == status for t in self.tests)
+
+    def share(self) -> float | None:
+        """The score's share of the points graded here (None when not graded or nothing was)."""
+        parts = self.parts()
+        return parts.score / parts.graded if self.graded and parts.graded else None
+
+    def penalised(self) -> dict[str, float]:
+        """Each assignment's score after its late penalty (the raw one where none applies), computed from the
+        current raw score as Gradebook.late() does, and under "" their sum: grades.csv's numbers."""
+        scores = {name: after_penalty(p.score, self.late[name]["penalty"]) if name in self.late else rounded(p.score)
+                  for name, p in self.assignment_parts().items()}
+        return {**scores, "": rounded(sum(scores.values()))} if self.graded else {}
+
+    def not_implemented_tasks(self) -> list[str]:
+        """The tasks (assignment: task) with a test that found the stub still in place."""
+        return sorted({f"{t['assignment']}: {t['task']}" for t in self.tests if t["status"] == "not_implemented"})
+
+    def timeouts(self) -> int:
+        """Tests whose call into the submission ran over its CPU budget."""
+        return sum(timed_out(t) for t in self.tests)
+
+    def static_hits(self) -> list[dict]:
+        return [t for t in self.tests if outcome(t) == STATIC_CHECK]
 
     def gpu_points(self) -> float:
         return sum(t["max_points"] for t in self.tests if t["status"] == "not_graded")
 
     def others(self) -> Counter:
-        """Counts of the statuses other than passed and failed, by status."""
-        return Counter(t["status"] for t in self.tests if t["status"] not in ("passed", "failed"))
+        """Counts of the outcomes other than passed, failed and a static check's, by outcome."""
+        return Counter(o for o in map(outcome, self.tests) if o not in ("passed", "failed", STATIC_CHECK))
 
 
 def load(out: Path) -> list[Submission]:
@@ -145,9 +213,12 @@ def load(out: Path) -> list[Submission]:
     report) and its feedback (OUT/<name>/feedback.md, else rebuilt from the stored report)."""
     db = open_read_only(out / "gradebook.sqlite")
     try:
-        rows, results = submission_rows(db), result_rows(db)
+        rows, results, late, sections = submission_rows(db), result_rows(db), late_rows(db), roster_sections(db)
     finally:
         db.close()
+    lateness: dict[str, dict[str, dict]] = {}
+    for row in late:
+        lateness.setdefault(row["submission"], {})[row["assignment"]] = row
     tests: dict[str, list[dict]] = {}
     for result in results:
         tests.setdefault(result["submission"], []).append(result)
@@ -159,7 +230,8 @@ def load(out: Path) -> list[Submission]:
         submissions.append(Submission(
             name=row["name"], status=row["status"], message=row["message"], graded_at=row["graded_at"],
             totals=totals(row), page=page_name(index, row["name"]), tests=mine, log=stored.get("log", []),
-            feedback=_feedback(out, row["name"], row.get("report")) if row["status"] != "error" else ""))
+            feedback=_feedback(out, row["name"], row.get("report")) if row["status"] != "error" else "",
+            section=sections.get(row["name"], ""), late=lateness.get(row["name"], {})))
     return submissions
 
 
@@ -209,10 +281,11 @@ def assignment_figures(submissions: list[Submission]) -> list[dict]:
 
 def pass_rates(submissions: list[Submission]) -> list[dict]:
     """One row per test function (its parametrised cases together) over all graded submissions: counts by
-    status, pass rate among the runs that count (COUNTED), share of the points; hardest first."""
+    outcome, pass rate among the runs that count (COUNTED), share of the points; hardest first. Written
+    answers (graded by hand) are not tests of the code and are left out."""
     rows: OrderedDict[tuple[str, str], dict] = OrderedDict()
     for submission in submissions:
-        for test in submission.tests:
+        for test in (t for t in submission.tests if not by_hand(t)):
             key = (test["assignment"], function_name(test["name"]))
             row = rows.setdefault(key, {"assignment": key[0], "name": key[1], "short": short(key[1]),
                                         "task": test["task"], "cases": set(), "visibility": set(),
@@ -220,10 +293,10 @@ def pass_rates(submissions: list[Submission]) -> list[dict]:
                                         "messages": Counter()})
             row["cases"].add(test["name"])
             row["visibility"].add(test["visibility"])
-            row["statuses"][test["status"]] += 1
+            row["statuses"][outcome(test)] += 1
             row["points"] += test["points"]
             row["max_points"] += test["max_points"]
-            if test["status"] in FAILURES:
+            if outcome(test) in FAILURES:
                 row["messages"][first_line(test["message"]) or label(test["status"])] += 1
     for row in rows.values():
         runs = sum(row["statuses"].values())
@@ -280,6 +353,37 @@ def gpu_not_graded(submissions: list[Submission]) -> list[dict]:
     return sorted(rows.values(), key=lambda r: (r["assignment"], r["name"]))
 
 
+def needs_help(submissions: list[Submission], rows: int = HELP_ROWS) -> dict[str, list[Submission]]:
+    """Who needs help, by three signs, each list of at most `rows` graded submissions, the clearest sign
+    first (ties: the lower share of points, then the name): "lowest" the lowest shares of the points graded
+    here (full marks left out), "not_implemented" the most tasks whose stub is still in place, "timeouts"
+    the most calls that ran over their CPU budget."""
+    shares = {s.name: s.share() for s in submissions if s.share() is not None}
+    graded = [s for s in submissions if s.name in shares]
+
+    def ranked(sign) -> list[Submission]:
+        """The submissions with a sign (a negative number: the more negative, the clearer), clearest first."""
+        found = sorted((sign(s), shares[s.name], s.name, index) for index, s in enumerate(graded))
+        return [graded[index] for value, _, _, index in found if value < 0][:rows]
+
+    return {"lowest": ranked(lambda s: shares[s.name] - 1),
+            "not_implemented": ranked(lambda s: -len(s.not_implemented_tasks())),
+            "timeouts": ranked(lambda s: -s.timeouts())}
+
+
+def static_check_hits(submissions: list[Submission]) -> list[dict]:
+    """Per submission with a static check's hit: its distinct messages (the rule broken, where) and the
+    tests that failed by them, by assignment."""
+    rows = []
+    for submission in submissions:
+        hits = submission.static_hits()
+        if hits:
+            messages = Counter(STATIC_MESSAGE.sub("", t["message"], count=1) for t in hits)
+            rows.append({"submission": submission, "tests": len(hits), "messages": messages.most_common(),
+                         "assignments": sorted({t["assignment"] for t in hits})})
+    return rows
+
+
 # --- the site ---------------------------------------------------------------------------------------
 
 def environment() -> Environment:
@@ -288,7 +392,7 @@ def environment() -> Environment:
         trim_blocks=True, lstrip_blocks=True)
     env.filters.update(points=lambda v: "-" if v is None else points(round(v, 2)), label=label, css_class=css_class,
                        percent=lambda v: "-" if v is None else f"{100 * v:.1f}%", short=short,
-                       first_line=first_line, last_line=last_line)
+                       first_line=first_line, last_line=last_line, outcome=outcome)
     return env
 
 
@@ -318,29 +422,35 @@ def write_site(out: Path) -> Path:
         shutil.rmtree(site / stale, ignore_errors=True)
     (site / "submissions").mkdir(parents=True, exist_ok=True)
     env = environment()
-    shutil.copyfile(Path(__file__).with_name(TEMPLATES) / STYLE_SHEET, site / STYLE_SHEET)
+    for name in (STYLE_SHEET, SCRIPT):
+        shutil.copyfile(Path(__file__).with_name(TEMPLATES) / name, site / name)
     assignments = assignment_figures(submissions)
     charts = write_charts(site / "charts", assignments, [s.totals.score for s in submissions if s.graded])
     built = datetime.now(timezone.utc).isoformat(timespec="seconds")
     index = site / "index.html"
+    tests = pass_rates(submissions)
     index.write_text(env.get_template("index.html").render(
-        root="", built=built, submissions=submissions, assignments=assignments, charts=charts,
-        tests=pass_rates(submissions), tasks=task_points(submissions), gpu=gpu_not_graded(submissions),
+        root="", built=built, script=SCRIPT, submissions=submissions, assignments=assignments, charts=charts,
+        tests=tests, tasks=task_points(submissions), gpu=gpu_not_graded(submissions),
         errors=[s for s in submissions if s.status == "error"],
         not_gradable=[s for s in submissions if s.not_gradable], test_errors=[s for s in submissions if s.count("error")],
         similarity=(site / SIMILARITY_PAGE).is_file(), grades_csv=(out / "grades.csv").is_file(),
-        statuses=_statuses(submissions)), encoding="utf-8")
+        statuses=_statuses(tests), help=needs_help(submissions), help_rows=HELP_ROWS,
+        static=static_check_hits(submissions),
+        sections=any(s.section for s in submissions), late=any(s.late for s in submissions if s.graded),
+        roster=roster_view(out / "gradebook.sqlite")),
+        encoding="utf-8")
     page = env.get_template("submission.html")
     for submission in submissions:
         (site / submission.page).write_text(page.render(
-            root="../", built=built, s=submission, assignments=_by_assignment(submission.tests),
+            root="../", built=built, script="", s=submission, assignments=_by_assignment(submission.tests),
             feedback=render_markdown(submission.feedback) if submission.feedback else ""), encoding="utf-8")
     return index
 
 
-def _statuses(submissions: list[Submission]) -> list[str]:
-    """Every status in the gradebook, the known ones in the harness's order, then any other."""
-    found = {t["status"] for s in submissions for t in s.tests}
+def _statuses(tests: list[dict]) -> list[str]:
+    """Every outcome in the hardest-tests list, the known ones in the harness's order, then any other."""
+    found = {status for row in tests for status in row["statuses"]}
     return [s for s in KNOWN if s in found] + sorted(found - set(KNOWN))
 
 

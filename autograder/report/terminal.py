@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from autograder.report.gradebook import SCORED
 from autograder.report.markdown import by_function
 from autograder.report.parts import NONE, Parts, by_assignment, describe, fraction, parts_of
 from autograder.report.text import REASONS, clean, points
@@ -94,7 +95,7 @@ def gradebook_table(rows: list[dict]) -> Table:
     graded here, then the points awaiting hand grading and needing a GPU. Scores are never cut: on a narrow
     terminal the names and notes wrap instead."""
     assignments = sorted({name for row in rows for name in row["assignments"]})
-    graded = [row["status"] == "graded" for row in rows]
+    graded = [row["status"] in SCORED for row in rows]  # a student of the roster with no submission scores 0
     parts = [_parts(row) for row in rows]
     scores = [[_score(mine.get(name) if ok else None) for name in assignments]
               + [_score(sum(mine.values(), NONE) if ok else None)] for mine, ok in zip(parts, graded)]

@@ -38,6 +38,12 @@ def safe_cell(text: str) -> str:
     return "'" + text if text.startswith(FORMULA_START) else text
 
 
+def from_cell(text: str) -> str:
+    """A cell's text as it was before safe_cell: the `'` put before a formula character removed (a sheet's
+    `'=half credit` is the comment `=half credit`); any other leading `'` is the writer's own and kept."""
+    return text[1:] if text.startswith("'") and text[1:].startswith(FORMULA_START) else text
+
+
 def clean(text: str) -> str:
     """`text` with the characters above shown as Python escapes (`\\x1b`, `\\u202e`, `\\ud800`)."""
     return _UNSAFE.sub(lambda m: m.group().encode("unicode_escape", "backslashreplace").decode("ascii"), text)

@@ -1,38 +1,54 @@
 """Grading written answers by hand: grading sheets out of the gradebook, scores back into it.
 
-    python -m autograder manual export OUT              # OUT/manual/<assignment>-<ID>.html and .csv
-    python -m autograder manual import OUT SHEET.csv    # scores and comments into OUT/gradebook.sqlite
+    python -m autograder manual export OUT [--anonymous]   # OUT/manual/<assignment>-<ID>.html and .csv
+    python -m autograder manual import OUT SHEET.csv       # scores and comments into OUT/gradebook.sqlite
 
 `export` writes, per question with answers to grade, a static HTML page (each submission's answer,
 escaped, beside the rubric) and the same as CSV: a row per submission, a column per rubric criterion
 (`c1`, `c2`, ...) and a `comment`. Scores already given are filled in. Cells that a spreadsheet would
 run as a formula (starting with =, +, -, @, a tab or a carriage return) are prefixed with `'`.
 
-`import` validates the whole sheet first (known submission and question, an answer still the one
-exported, every criterion a number from 0 to its maximum; a row left blank is skipped) and writes
-nothing when any row is wrong; then stores the scores in one transaction (a re-import replaces the
-earlier scores of the same answers, never adds to them). The command then writes every file again from
-the gradebook (autograder.cohort.publish): the reports, grades.csv, these sheets and the cohort report.
+Every row is keyed by an opaque id (`s-` and 12 hex digits): an HMAC of the submission's name under a key
+kept in the gradebook, so it is the same in every export of that gradebook and cannot be made from the
+name without the key. The name is shown for reading only and never read back, so a spreadsheet that
+alters a name (`'bob` read as bob, a leading space trimmed) cannot move a score to another row. With
+`--anonymous` the sheets show the ids alone, rows in id order, and the gradebook remembers the choice for
+the sheets written again after an import.
+
+`import` validates the whole sheet first (every column the export wrote present; a known id and question;
+an answer still the one exported; every criterion a number from 0 to its maximum; a row whose criteria
+are blank is skipped) and writes nothing when any row is wrong; then stores the scores in one transaction
+(a re-import replaces the earlier scores of the same answers, never adds to them). A comment is stored as
+the grader wrote it: the `'` the export put before a formula character is removed. The command then writes
+every file again from the gradebook (autograder.cohort.publish): the reports, grades.csv, these sheets and
+the cohort report.
 """
 
 from __future__ import annotations
 
 import csv
 import functools
+import hmac
 import io
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
 
-from autograder.report.text import safe_cell
-from autograder.report.gradebook import Gradebook, answer_digest, manual_scores, store_manual
+from autograder.report.text import from_cell, safe_cell
+from autograder.report.gradebook import (Gradebook, answer_digest, manual_scores, sheet_settings,
+                                         store_manual)
 from autograder.written.answers import PREFIX, Question, handout_questions
 
 TEMPLATE = Path(__file__).with_name("sheet.html.j2")
-FIXED = ("submission", "assignment", "question", "answer_id", "answer")
+FIXED = ("id", "submission", "assignment", "question", "answer_id", "answer")  # then c1 ..., comment
+SHOWN_ONLY = "submission"  # for reading: import never reads it, an anonymous sheet has none
+CRITERION = re.compile(r"c(\d+)(?: \(max [^)]*\))?")
 MAX_ERRORS = 20
+AGAIN = ("export the sheet again (`python -m autograder manual export OUT`) and copy the scores and comments "
+         "into it")
 
 
 class ManualError(Exception):
@@ -59,8 +75,21 @@ def _questions(assignment: str) -> dict[str, Question]:
     return {q.id: q for q in handout_questions(assignment)}
 
 
+def row_ids(book: Gradebook) -> dict[str, str]:
+    """{submission name: its sheet id} for every submission in the gradebook. The `s-` keeps a spreadsheet
+    from reading an id as a number."""
+    key = sheet_settings(book)[0]
+    ids = {row["name"]: "s-" + hmac.new(key, row["name"].encode("utf-8", "surrogatepass"), "sha256").hexdigest()[:12]
+           for row in book.rows()}
+    if len(set(ids.values())) < len(ids):
+        raise ManualError(f"{book.path}: two submissions got the same sheet id; grade the cohort into a new --out "
+                          "folder (a new gradebook gets a new key)")
+    return ids
+
+
 def sheets(book: Gradebook) -> list[Sheet]:
     """Per question, the submissions whose answer awaits (or got) a hand score, by submission name."""
+    ids = row_ids(book)
     found: dict[tuple[str, str], Sheet] = {}
     for row in book.rows():
         report = book.report(row["name"]) if row["status"] == "graded" else None
@@ -77,40 +106,46 @@ def sheets(book: Gradebook) -> list[Sheet]:
             earlier = given.get(test.name)
             current = earlier if earlier and earlier["answer_sha"] == answer_digest(test.answer) else None
             scores = [f"{v:g}" for v in current["criteria"]] if current else [""] * len(question.criteria)
-            sheet.rows.append({"submission": row["name"], "answer": test.answer,
+            sheet.rows.append({"id": ids[row["name"]], "submission": row["name"], "answer": test.answer,
                                "answer_id": answer_digest(test.answer)[:16], "scores": scores,
                                "comment": current["comment"] if current else ""})
     return [found[key] for key in sorted(found)]
 
 
-def export(out: Path) -> list[Path]:
-    """Write OUT/manual/<assignment>-<ID>.html and .csv per question; returns the paths written."""
+def export(out: Path, anonymous: bool | None = None) -> list[Path]:
+    """Write OUT/manual/<assignment>-<ID>.html and .csv per question; returns the paths written. `anonymous`:
+    show ids, never names (None: as the last export of this gradebook did)."""
     with _book(out) as book:
+        anonymous = sheet_settings(book, anonymous)[1]
         found = sheets(book)
     folder = Path(out) / "manual"
     folder.mkdir(parents=True, exist_ok=True)
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     env.filters["points"] = lambda value: f"{value:g}"
     template = env.from_string(TEMPLATE.read_text(encoding="utf-8"))
+    columns = [c for c in FIXED if not (anonymous and c == SHOWN_ONLY)]
     written = []
     for sheet in found:
+        rows = sheet.rows
+        if anonymous:  # nothing of the name reaches the files, not even its place in alphabetical order
+            rows = sorted(({k: v for k, v in row.items() if k != SHOWN_ONLY} for row in rows), key=lambda r: r["id"])
         stem = f"{sheet.assignment}-{sheet.question.id}"
         csv_path, html_path = folder / f"{stem}.csv", folder / f"{stem}.html"
-        csv_path.write_text(_csv_text(sheet), encoding="utf-8")
-        html_path.write_text(template.render(assignment=sheet.assignment, question=sheet.question,
-                                             rows=sheet.rows, csv_name=csv_path.name), encoding="utf-8")
+        csv_path.write_text(_csv_text(sheet, rows, columns), encoding="utf-8")
+        html_path.write_text(template.render(assignment=sheet.assignment, question=sheet.question, rows=rows,
+                                             anonymous=anonymous, csv_name=csv_path.name), encoding="utf-8")
         written += [html_path, csv_path]
     return written
 
 
-def _csv_text(sheet: Sheet) -> str:
+def _csv_text(sheet: Sheet, rows: list[dict], columns: list[str]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     criteria = [f"c{i} (max {c.points:g})" for i, c in enumerate(sheet.question.criteria, start=1)]
-    writer.writerow([*FIXED, *criteria, "comment"])
-    for row in sheet.rows:
-        writer.writerow([safe_cell(row["submission"]), sheet.assignment, sheet.question.id, row["answer_id"],
-                         safe_cell(row["answer"]), *row["scores"], safe_cell(row["comment"])])
+    writer.writerow([*columns, *criteria, "comment"])
+    for row in rows:
+        cells = {**row, "assignment": sheet.assignment, "question": sheet.question.id}
+        writer.writerow([safe_cell(cells[c]) for c in columns] + [*row["scores"], safe_cell(row["comment"])])
     return buffer.getvalue()
 
 
@@ -123,15 +158,10 @@ def import_sheet(out: Path, sheet_path: Path) -> list[str]:
         raise ManualError(f"{sheet_path} cannot be read as UTF-8 text ({exc}): give the CSV that "
                           "`manual export` wrote, saved as CSV UTF-8") from None
     reader = csv.reader(io.StringIO(text, newline=""))
-    header = next(reader, None)
-    if not header or any(column not in header for column in ("submission", "assignment", "question", "answer_id",
-                                                             "comment")):
-        raise ManualError(f"{sheet_path}: the first row must be the sheet's header (submission, assignment, "
-                          "question, answer_id, answer, c1 ..., comment): export the sheet again")
-    criteria_columns = [i for i, name in enumerate(header) if name.split(" ", 1)[0][:1] == "c"
-                        and name.split(" ", 1)[0][1:].isdigit()]
+    header = [name.strip() for name in next(reader, [])]
+    at, criteria = _columns(header, sheet_path)
     with _book(out) as book:
-        scores, errors = _validate(book, header, criteria_columns, list(reader), sheet_path)
+        scores, errors = _validate(book, at, criteria, len(header), list(reader), sheet_path)
         if errors:
             shown = errors[:MAX_ERRORS] + ([f"... and {len(errors) - MAX_ERRORS} more"] if len(errors) > MAX_ERRORS else [])
             raise ManualError(f"{sheet_path}: nothing imported, fix these rows and import again:\n  "
@@ -139,27 +169,51 @@ def import_sheet(out: Path, sheet_path: Path) -> list[str]:
         return store_manual(book, scores) if scores else []
 
 
-def _validate(book: Gradebook, header: list[str], columns: list[int], rows: list[list[str]],
+def _columns(header: list[str], sheet_path: Path) -> tuple[dict[str, int], dict[int, int]]:
+    """{column name: index} of the columns import reads, and {criterion number: index}; a sheet that lacks one
+    (a column deleted or renamed) or has one twice is refused."""
+    needed = [c for c in FIXED if c != SHOWN_ONLY] + ["comment"]
+    missing = [c for c in needed if c not in header]
+    if missing:
+        raise ManualError(f"{sheet_path}: no column {', '.join(map(repr, missing))} in the first row: import needs "
+                          f"every column `manual export` wrote, its header unchanged (a deleted or renamed column "
+                          f"cannot be told apart from a moved one); put it back, or {AGAIN}")
+    keys = [name for name in header if name in needed or CRITERION.fullmatch(name)]
+    twice = sorted({name for name in keys if keys.count(name) > 1})
+    if twice:
+        raise ManualError(f"{sheet_path}: the column {', '.join(map(repr, twice))} appears twice: keep one, or {AGAIN}")
+    criteria = {int(m.group(1)): i for i, m in enumerate(map(CRITERION.fullmatch, header)) if m}
+    return {name: header.index(name) for name in needed}, criteria
+
+
+def _validate(book: Gradebook, at: dict[str, int], criteria: dict[int, int], width: int, rows: list[list[str]],
               sheet_path: Path) -> tuple[list[dict], list[str]]:
-    at = {name: header.index(name) for name in ("submission", "assignment", "question", "answer_id", "comment")}
+    names = {sheet_id: name for name, sheet_id in row_ids(book).items()}
     graded = {row["name"] for row in book.rows() if row["status"] == "graded"}
     scores, errors, seen = [], [], set()
     for number, row in enumerate(rows, start=2):
         if not any(cell.strip() for cell in row):
             continue
-        row = row + [""] * (len(header) - len(row))
-        submission = row[at["submission"]].removeprefix("'")
+        row = row + [""] * (width - len(row))
+        sheet_id = row[at["id"]].strip()
         assignment, question_id = row[at["assignment"]].strip(), row[at["question"]].strip()
-        where = f"row {number} ({submission[:60]!r}, {question_id[:20]!r})"
-        values = [row[i].strip() for i in columns]
-        if not any(values):
-            continue  # not graded yet
-        if submission not in graded:
-            errors.append(f"{where}: no graded submission of that name in the gradebook")
+        where = f"row {number} (id {sheet_id[:20]!r}, {question_id[:20]!r})"
+        submission = names.get(sheet_id)
+        if submission is None:
+            errors.append(f"{where}: no submission has this id in this gradebook (a row added or an id edited by "
+                          "hand, or a sheet of another batch output): give each row the id `manual export` wrote")
             continue
         question = _questions(assignment).get(question_id) if assignment.isidentifier() else None
         if question is None:
             errors.append(f"{where}: {assignment[:40]!r} has no written question {question_id[:20]!r}")
+            continue
+        _require_criteria(question, criteria, sheet_path)
+        values = [row[criteria[n]].strip() for n in sorted(criteria)]
+        if not any(values):
+            continue  # not graded yet
+        if submission not in graded:
+            errors.append(f"{where}: this submission has no graded report now (its last grading failed): "
+                          "grade it again, export the sheet again and grade its answer")
             continue
         test = next((t for t in book.report(submission).tests if t.name == PREFIX + question.id
                      and t.assignment == assignment and t.status in ("manual", "hand_graded")), None)
@@ -175,20 +229,30 @@ def _validate(book: Gradebook, header: list[str], columns: list[int], rows: list
             errors.append(f"{where}: a second row for the same answer: keep one")
             continue
         seen.add((submission, question.id))
-        criteria = _criteria(values, question, where, errors)
-        if criteria is not None:
-            scores.append({"submission": submission, "question": test.name, "criteria": criteria,
-                           "comment": row[at["comment"]].strip(), "answer_sha": answer_digest(test.answer)})
+        given = _criteria({n: row[i].strip() for n, i in criteria.items()}, question, where, errors)
+        if given is not None:
+            scores.append({"submission": submission, "question": test.name, "criteria": given,
+                           "comment": from_cell(row[at["comment"]].strip()).strip(),
+                           "answer_sha": answer_digest(test.answer)})
     return scores, errors
 
 
-def _criteria(values: list[str], question: Question, where: str, errors: list[str]) -> list[float] | None:
+def _require_criteria(question: Question, criteria: dict[int, int], sheet_path: Path) -> None:
+    missing = [f"c{n}" for n in range(1, len(question.criteria) + 1) if n not in criteria]
+    if missing:
+        raise ManualError(f"{sheet_path}: {question.id} has {len(question.criteria)} rubric criteria but the sheet has "
+                          f"no column {', '.join(missing)} (deleted or renamed): nothing imported; put the column "
+                          f"back, or {AGAIN}")
+
+
+def _criteria(values: dict[int, str], question: Question, where: str, errors: list[str]) -> list[float] | None:
     wanted = len(question.criteria)
-    if any(values[wanted:]):
+    if any(text for n, text in values.items() if n > wanted):
         errors.append(f"{where}: {question.id} has {wanted} criteria; leave the columns after c{wanted} empty")
         return None
     result = []
-    for index, (text, criterion) in enumerate(zip(values + [""] * wanted, question.criteria), start=1):
+    for index, criterion in enumerate(question.criteria, start=1):
+        text = values[index]
         try:
             value = float(text)
         except ValueError:

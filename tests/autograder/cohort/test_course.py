@@ -1,5 +1,6 @@
 """The course file's [cluster] table and the batch options that override it (no cluster needed)."""
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -68,6 +69,17 @@ def test_the_command_line_wins_over_the_course_file(tmp_path, monkeypatch):
     assert (options.executor, options.partition, options.per_task, options.time) == ("slurm", "a100", 2, 30)
     args = build_parser().parse_args(["batch", "c", "--out", "o", "--executor", "local"])
     assert cluster_options(args).executor == "local"
+
+
+def test_every_cluster_key_but_setup_is_an_option_of_batch(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    keys = [f.name for f in dataclasses.fields(ClusterOptions) if f.name != "setup"]
+    given = {"executor": "slurm", "partition": "p", "account": "a", "qos": "q", "gpus_per_task": 3,
+             "constraint": "c", "time": 7, "per_task": 5, "max_parallel": 9, "cpus_per_task": 4, "mem": "16G"}
+    assert sorted(given) == sorted(keys), "a [cluster] key without its batch option (or a new key to test)"
+    flags = [part for key, value in given.items() for part in (f"--{key.replace('_', '-')}", str(value))]
+    options = cluster_options(build_parser().parse_args(["batch", "c", "--out", "o", *flags]))
+    assert {key: getattr(options, key) for key in keys} == given
 
 
 def test_without_a_course_file_batch_grades_locally(tmp_path, monkeypatch):

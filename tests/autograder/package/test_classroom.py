@@ -35,6 +35,8 @@ def test_the_workflow_has_the_one_job_and_name_the_reporter_requires(packaged):
     assert "push" in flow["on"]
     steps = flow["jobs"]["run-autograding-tests"]["steps"]
     assert steps[0]["uses"].startswith("actions/checkout@") and {"run": "make install"}.items() <= steps[2].items()
+    # The repository's TORCH_INDEX variable reaches the Makefile's `TORCH_INDEX ?=` through the environment.
+    assert steps[2]["env"] == {"TORCH_INDEX": "${{ vars.TORCH_INDEX }}"}
 
 
 def test_the_reporter_reads_every_grading_step_by_its_id(packaged):

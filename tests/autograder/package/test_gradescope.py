@@ -16,7 +16,8 @@ from autograder.package.layout import assignments
 from autograder.report.gradescope import schema
 from tests.autograder.package.conftest import ASSIGNMENT, clean_env
 
-REGISTRY = re.compile(r"https?://|pypi\.org|pythonhosted|download\.pytorch|index-url", re.IGNORECASE)
+# A registry's address or an index flag with a value: `--index-url "$TORCH_INDEX"` (empty unless given) is not one.
+REGISTRY = re.compile(r"https?://|pypi\.org|pythonhosted|download\.pytorch|index-url(?! \"\$TORCH_INDEX\")", re.IGNORECASE)
 
 
 def test_each_zip_holds_the_scripts_and_the_grader_of_its_one_assignment(packaged):
@@ -43,6 +44,7 @@ def test_setup_installs_bubblewrap_then_torch_then_the_requirements_and_names_no
     assert setup.index("bubblewrap") < setup.index("pip install --quiet --disable-pip-version-check torch==2.13.0") \
         < setup.index("-r requirements.txt")
     assert not REGISTRY.search(scripts), REGISTRY.search(scripts)
+    assert 'TORCH_INDEX=""' in setup  # without `make gradescope TORCH_INDEX=...`, pip's own default
 
 
 def test_run_autograder_writes_valid_results_and_a_submission_cannot_forge_them(packaged):
@@ -136,3 +138,26 @@ def test_make_gradescope_refuses_a_wrong_course_file_naming_the_key(tmp_path, ca
     error = capsys.readouterr().err
     assert re.search(expected, error) and str(tmp_path / "grading.toml") in error, error
     assert "No zip was written: correct the course file" in error and not (tmp_path / "dist").exists()
+
+
+def test_setup_takes_torch_from_the_index_given_and_refuses_one_it_cannot_quote(tmp_path):
+    """`make gradescope TORCH_INDEX=...` writes the index into setup.sh; bash expands the pip line to it (and to
+    nothing without one); a value that could break out of setup.sh's quotes is refused before any zip."""
+    from autograder.package.gradescope import main, stage
+
+    index = "https://wheels.example.org/cpu"
+    for given, expected in ((index, ["--index-url", index]), ("", [])):
+        folder = tmp_path / (given and "with" or "without")
+        stage(ASSIGNMENT, folder, torch_index=given)
+        setup = (folder / "setup.sh").read_text()
+        line = next(line for line in setup.splitlines() if "torch==2.13.0" in line and "pip install" in line)
+        assignment = next(line for line in setup.splitlines() if line.startswith("TORCH_INDEX="))
+        # The pip line's arguments as bash expands them (the command itself printed, not run).
+        words = subprocess.run(["bash", "-c", f'{assignment}\nprintf "%s\\n" {line.split("torch==2.13.0", 1)[1]}'],
+                               capture_output=True, text=True, check=True).stdout.split()
+        assert words == expected
+    for bad in ('https://x.org/"; rm -rf ~; "', "ftp://x.org", "https://x.org/$(id)", "not a url"):
+        with pytest.raises(SystemExit) as exit:
+            main([str(tmp_path / "dist"), "--torch-index", bad])
+        assert exit.value.code == 2
+    assert not (tmp_path / "dist").exists()

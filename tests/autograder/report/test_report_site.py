@@ -1,4 +1,5 @@
 """The cohort report (autograder.report.site): what it shows equals the gradebook, student text stays text,
+its tables sort when a header is clicked and scroll when wide, its "needs help" view finds who struggles,
 and it holds up with an empty cohort, grader errors and statuses it does not know.
 
 The browser tests open the site in Debian's headless chromium (one browser for the module) and read what
@@ -9,6 +10,7 @@ import json
 import re
 import sqlite3
 import statistics
+from datetime import datetime, timezone
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -17,7 +19,7 @@ import pytest
 from autograder.cohort.batch import run_batch
 from autograder.cli import main as cli_main
 from autograder.report.gradebook import Gradebook
-from autograder.report.site import write_site
+from autograder.report.site import HELP_ROWS, write_site
 from autograder.report.site_bench import synthetic_cohort
 from autograder.grading.results import GradeReport, TestResult
 
@@ -25,6 +27,12 @@ ROOT = Path(__file__).resolve().parents[3]
 HOSTILE_NAME = "<script>alert('name')</script>"
 HOSTILE_MESSAGE = "AssertionError: <img src=x onerror=alert(1)> </code></pre><script>alert('message')</script>"
 UNKNOWN_STATUS = "graded_by_hand"
+IMG_NAME = "<img src=x onerror=alert(1)>"
+STATIC_HIT = ("Failed: static check: flops.py line 3: `torch.utils.flop_counter` is forbidden in flops.py "
+              "(count the FLOPs yourself)")
+TIME_OUT = ("autograder.sandbox.process.WorkerError: the call timed out after 15 s of CPU time (an endless loop, "
+            "far too slow, or not reading its requests)")
+DUE = datetime(2027, 1, 20, 17, 0, tzinfo=timezone.utc)
 
 
 class Elements(HTMLParser):
@@ -51,23 +59,66 @@ def hostile_report(name: str) -> GradeReport:
     ], log=["grading notes <b>bold</b>"])
 
 
-def add_unknown_status(out: Path, name: str) -> None:
+def add_unknown_status(out: Path, submission: str, name: str = "written/W1") -> None:
     """A result with a status this version does not know, as a newer grader could store it."""
     db = sqlite3.connect(out / "gradebook.sqlite")
     with db:
-        position = db.execute("SELECT COUNT(*) FROM tests WHERE submission = ?", (name,)).fetchone()[0]
+        position = db.execute("SELECT COUNT(*) FROM tests WHERE submission = ?", (submission,)).fetchone()[0]
         db.execute("INSERT INTO tests VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                   (name, position, "written/W1", "resource_accounting", UNKNOWN_STATUS, 1.5, 2.0, "visible",
+                   (submission, position, name, "resource_accounting", UNKNOWN_STATUS, 1.5, 2.0, "visible",
                     "graded by hand: half the rubric"))
     db.close()
 
 
+def struggling_report(name: str) -> GradeReport:
+    """Stubs left in three tasks, two calls over their CPU budget, a static check's hit, a test that could
+    not run, and one test passed."""
+    tests = [TestResult(f"tests/alpha/test_b.py::test_stub[{i}]", "alpha", 1.0, "not_implemented",
+                        message="NotImplementedError: b.task", task=f"b.task{i}") for i in range(3)]
+    tests += [TestResult(f"tests/alpha/test_b.py::test_slow[{i}]", "alpha", 1.0, "failed", message=TIME_OUT,
+                         task="b.slow") for i in range(2)]
+    tests += [TestResult("tests/alpha/test_b.py::test_counter", "alpha", 2.0, "failed", message=STATIC_HIT,
+                         task="b.counter"),
+              TestResult("tests/alpha/test_b.py::test_setup", "alpha", 1.0, "error", message="fixture failed",
+                         task="b.setup"),
+              TestResult("tests/alpha/test_a.py::test_one", "alpha", 2.0, "passed", task="a.one")]
+    return GradeReport(name, tests)
+
+
+def add_late(out: Path, rows: list[tuple[str, str, int, float]]) -> None:
+    """The late policy's rows (submission, assignment, days late, penalty) as a batch stores them; the
+    scores in them are the ones as of then, which a view does not read."""
+    db = sqlite3.connect(out / "gradebook.sqlite")
+    with db:
+        db.executemany("INSERT INTO late (submission, assignment, submitted_at, due, days_late, late_days_used, "
+                       "penalty, score, max_score, penalised, note) VALUES (?, ?, ?, ?, ?, 0, ?, 0, 0, 0, ?)",
+                       [(name, assignment, DUE.isoformat(), DUE.isoformat(), days, penalty,
+                         f"{days} days late: {penalty:.0%} off") for name, assignment, days, penalty in rows])
+    db.close()
+
+
+def add_sections(out: Path, sections: dict[str, str]) -> None:
+    """A roster of some submissions' students with their sections, as the gradebook keeps it."""
+    db = sqlite3.connect(out / "gradebook.sqlite")
+    with db:
+        db.executemany("INSERT INTO roster (position, id, name, email, section, login, submission) "
+                       "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                       [(i, f"id{i}", f"student {i}", f"s{i}@example.edu", section, f"s{i}", name)
+                        for i, (name, section) in enumerate(sections.items())])
+    db.close()
+
+
 def cohort(out: Path) -> Path:
-    """A synthetic cohort with one grader error, one hostile submission and one unknown status."""
+    """A synthetic cohort with one grader error, two hostile submissions (one struggling), one unknown
+    status, late penalties for three submissions and a roster's sections for most of them."""
     names = synthetic_cohort(out, 10, seed=3, errors=1)
     with Gradebook(out / "gradebook.sqlite") as book:
         book.record(HOSTILE_NAME, "hostile", hostile_report(HOSTILE_NAME))
+        book.record(IMG_NAME, "struggling", struggling_report(IMG_NAME))
+    add_late(out, [(names[1], "resource_accounting", 2, 0.2), (names[2], "flash_attention", 5, 0.5),
+                   (IMG_NAME, "alpha", 1, 0.1)])
     add_unknown_status(out, names[-1])
+    add_sections(out, {name: "B" if i % 3 else "A" for i, name in enumerate(names[:8])} | {IMG_NAME: "A"})
     return write_site(out)
 
 
@@ -81,7 +132,10 @@ def test_student_text_is_shown_as_text_everywhere(tmp_path):
     assert len(pages) == 2 and re.fullmatch(r"0000-[A-Za-z0-9_-]+\.html", pages[1].name)
     for page in pages:
         tags = elements(page)
-        assert "script" not in [tag for tag, _ in tags], page
+        # the one script is the sorting file beside the index, by origin; no page has inline script
+        assert [attrs for tag, attrs in tags if tag == "script"] == (
+            [{"src": "site.js", "defer": None}] if page == index else []), page
+        assert "<script></script>" not in page.read_text() and re.search(r"<script[^>]*>[^<]", page.read_text()) is None
         assert [attrs["src"] for tag, attrs in tags if tag == "img"] == (
             ["charts/scores-total.svg", "charts/scores-0-alpha.svg"] if page == index else []), page
         assert not [a for _, attrs in tags for a in attrs if a.startswith("on")], page
@@ -132,10 +186,13 @@ def test_a_status_it_does_not_know_is_shown_as_itself(tmp_path):
     with Gradebook(tmp_path / "gradebook.sqlite") as book:
         book.record("ann", "1", hostile_report("ann"))
     add_unknown_status(tmp_path, "ann")
+    add_unknown_status(tmp_path, "ann", name="tests/alpha/test_a.py::test_three")
     index = write_site(tmp_path)
     text = index.read_text()
-    assert f"<th class=\"num\">{UNKNOWN_STATUS}</th>" in text  # a column of the tests table
-    assert f'<span class="status-other">1 {UNKNOWN_STATUS}</span>' in text  # the submission's row
+    # a column of the tests table, for the test of the code; the written answer is not in that table
+    assert f'<th class="num" data-sort="number">{UNKNOWN_STATUS}</th>' in text
+    assert 'data-test="tests/alpha/test_a.py::test_three"' in text and 'data-test="written/W1"' not in text
+    assert f'<span class="status-other">2 {UNKNOWN_STATUS}</span>' in text  # the submission's row
     page = next((index.parent / "submissions").glob("*-ann.html")).read_text()
     assert f'<td class="status-other">{UNKNOWN_STATUS}</td>' in page and "graded by hand: half the rubric" in page
 
@@ -204,7 +261,7 @@ def console_errors(driver) -> list[dict]:
 def test_the_index_loads_without_console_errors_and_is_saved_as_a_screenshot(site):
     out, index, driver = site
     driver.get(index.as_uri())
-    assert driver.title == "Cohort report: 11 submissions"
+    assert driver.title == "Cohort report: 12 submissions"
     assert console_errors(driver) == []
     images = driver.find_elements("css selector", "figure img")
     assignments = query(out, "SELECT DISTINCT assignment FROM tests")
@@ -250,10 +307,12 @@ def test_each_tests_pass_rate_equals_the_gradebooks_hardest_first(site):
     out, index, driver = site
     driver.get(index.as_uri())
     function = "CASE WHEN instr(name, '[') > 0 THEN substr(name, 1, instr(name, '[') - 1) ELSE name END"
+    # written answers are left out, and so are the runs that could not run from the pass rate
     expected = {(assignment, name): rest for assignment, name, *rest in query(
         out, f"SELECT assignment, {function} f, COUNT(*), SUM(status = 'passed'), "
-             "SUM(status IN ('passed', 'failed', 'not_implemented', 'error')), SUM(points), SUM(max_points) "
-             "FROM tests GROUP BY assignment, f")}
+             "SUM(status IN ('passed', 'failed', 'not_implemented')), SUM(points), SUM(max_points) "
+             "FROM tests WHERE name NOT LIKE 'written/%' AND status NOT IN ('manual', 'hand_graded') "
+             "GROUP BY assignment, f")}
     # each row's keys and the text of its cells, as the browser renders them, in one call
     rows = driver.execute_script("""return Array.from(document.querySelectorAll('#test-table tbody tr'), row =>
         [row.dataset.assignment, row.dataset.test,
@@ -269,9 +328,17 @@ def test_each_tests_pass_rate_equals_the_gradebooks_hardest_first(site):
         assert cells["share"] == f"{100 * got / total:.1f}%"
         order.append((rate is None, rate or 0.0, got / total))
     assert order == sorted(order)
-    assert expected[("resource_accounting", "written/W1")][2] == 0  # the unknown status: not in a pass rate
+    assert ("resource_accounting", "written/W1") not in {(a, n) for a, n, _ in rows}
+    setup = next(cells for _, name, cells in rows if name.endswith("test_setup"))
+    assert setup["pass_rate"].strip() == "-" and setup["runs"] == "1"  # it could not run: no pass rate
+    static = driver.execute_script("""return Array.from(document.querySelectorAll('#test-table tbody tr'),
+        row => [row.dataset.test, row.querySelector('td[data-status="static_check"]').innerText,
+                row.querySelector('td[data-status="failed"]').innerText,
+                row.querySelector('td.messages').innerText]);""")
+    counter = next(row for row in static if row[0].endswith("test_counter"))
+    assert counter[1:3] == ["1", "0"] and "static check" not in counter[3]  # a static hit, apart from failures
     header = [th.text for th in driver.find_elements("css selector", "#test-table thead th")]
-    assert UNKNOWN_STATUS in header  # a status the report does not know has its own column
+    assert UNKNOWN_STATUS not in header and "static check" in header
 
 
 def test_every_submission_link_opens_its_page_with_its_score(site):
@@ -349,3 +416,140 @@ def test_each_tasks_points_and_each_total_equal_the_gradebooks(site):
         status, score, maximum = stored[name]
         assert cells["total"] == (f"{shown(rows_score(out, name))} / {shown(graded_max(out, name))}"
                                   if status == "graded" else "-")
+
+
+def graded_scores(out: Path) -> dict[str, tuple[float, float]]:
+    """{name: (score, points graded here)} of each graded submission, from its test rows."""
+    return {name: (score, graded) for name, score, graded in query(
+        out, "SELECT s.name, SUM(t.points), SUM(CASE WHEN t.status IN ('manual', 'not_graded') THEN 0 "
+             "ELSE t.max_points END) FROM submissions s JOIN tests t ON t.submission = s.name "
+             "WHERE s.status = 'graded' GROUP BY s.name")}
+
+
+def click(driver, selector: str, header: str) -> None:
+    """Click the sort button of the column `header` of a table."""
+    cells = driver.find_elements("css selector", f"{selector} thead th")
+    cell, = [c for c in cells if c.text.strip(" \u25b2\u25bc") == header]
+    button = cell.find_element("css selector", "button.sort")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", button)  # clear of the sticky bar
+    button.click()
+
+
+def test_clicking_a_header_sorts_the_submissions_by_score_name_and_section(site):
+    out, index, driver = site
+    driver.get(index.as_uri())
+    scores = graded_scores(out)
+    sections = dict(query(out, "SELECT submission, section FROM roster"))
+    names = sorted(name for (name,) in query(out, "SELECT name FROM submissions"))  # the gradebook's order
+    assert [name for name, _ in table(driver, "#submission-table", ("submission",))] == names
+    not_graded = [n for n in names if n not in scores]
+    click(driver, "#submission-table", "score / graded here")
+    ascending = sorted(scores, key=lambda n: (round(scores[n][0], 6), names.index(n)))
+    rows = table(driver, "#submission-table", ("submission",))
+    assert [name for name, _ in rows] == ascending + not_graded  # those with no score last
+    assert [cells["total"] for _, cells in rows][:2] == [f"{shown(scores[n][0])} / {shown(scores[n][1])}"
+                                                         for n in ascending[:2]]
+    click(driver, "#submission-table", "score / graded here")
+    descending = sorted(scores, key=lambda n: (-round(scores[n][0], 6), names.index(n)))
+    assert [name for name, _ in table(driver, "#submission-table", ("submission",))] == descending + not_graded
+    header = driver.find_element("css selector", "#submission-table thead th:nth-child(4)")
+    assert header.get_attribute("aria-sort") == "descending"
+    click(driver, "#submission-table", "submission")
+    assert [name for name, _ in table(driver, "#submission-table", ("submission",))] == sorted(names, key=str.casefold)
+    click(driver, "#submission-table", "section")
+    rows = table(driver, "#submission-table", ("submission",))
+    shown_sections = [cells["section"] for _, cells in rows]
+    assert shown_sections == [sections.get(name, "") for name, _ in rows]
+    in_order = sorted(sections.values())
+    assert shown_sections == in_order + [""] * (len(names) - len(in_order))  # A before B, none last
+    assert console_errors(driver) == []
+
+
+def test_the_needs_help_view_lists_the_lowest_the_most_stubs_and_the_most_time_outs(site):
+    out, index, driver = site
+    driver.get(index.as_uri())
+    scores = graded_scores(out)
+    share = {n: score / graded for n, (score, graded) in scores.items()}
+    stubs: dict[str, int] = {}
+    for name, stored in query(out, "SELECT name, report FROM submissions WHERE status = 'graded'"):
+        stubs[name] = len({(t["assignment"], t["task"]) for t in json.loads(stored)["tests"]
+                           if t["status"] == "not_implemented"})
+    timeouts = dict(query(out, "SELECT submission, SUM(status != 'passed' AND message LIKE '%timed out after%') "
+                               "FROM tests GROUP BY submission"))
+    def first(sign) -> list[str]:
+        return [n for n in sorted(share, key=lambda n: (sign(n), share[n], n)) if sign(n) < 0][:HELP_ROWS]
+
+    expected = {"#help-lowest": first(lambda n: share[n] - 1), "#help-not-implemented": first(lambda n: -stubs[n]),
+                "#help-timeouts": first(lambda n: -timeouts[n])}
+    assert len(expected["#help-lowest"]) == HELP_ROWS < len(scores)  # the list is cut, lowest kept
+    assert IMG_NAME in expected["#help-not-implemented"] and IMG_NAME in expected["#help-timeouts"]
+    for selector, names in expected.items():
+        rows = table(driver, selector, ("submission",))
+        assert [name for name, _ in rows] == names, selector
+        for name, cells in rows:
+            assert cells["total"] == f"{shown(scores[name][0])} / {shown(scores[name][1])}"
+            assert cells["share"] == f"{100 * share[name]:.1f}%"
+            assert (cells["not_implemented"], cells["timeouts"]) == (str(stubs[name]), str(timeouts[name]))
+    click(driver, "#help-timeouts", "time-outs")  # sortable like every table: fewest first now
+    rows = table(driver, "#help-timeouts", ("submission",))
+    assert [int(cells["timeouts"]) for _, cells in rows] == sorted(timeouts[n] for n in expected["#help-timeouts"])
+
+
+def test_a_hostile_name_is_text_in_the_sortable_table_and_the_needs_help_view(site):
+    out, index, driver = site
+    driver.get(index.as_uri())
+    for selector in ("#submission-table", "#help-lowest", "#help-not-implemented", "#help-timeouts"):
+        click(driver, selector, "submission")  # moved by the script: still text
+        links = driver.find_elements("css selector", f"{selector} tr[data-submission] td:first-child a")
+        assert IMG_NAME in [a.text for a in links], selector
+        assert driver.find_elements("css selector", f"{selector} img") == [], selector
+    assert console_errors(driver) == []
+
+
+def test_penalised_scores_are_shown_beside_the_raw_ones(site):
+    out, index, driver = site
+    driver.get(index.as_uri())
+    raw: dict[str, dict[str, float]] = {}
+    for name, assignment, score in query(out, "SELECT t.submission, t.assignment, SUM(t.points) FROM tests t JOIN "
+                                              "submissions s ON s.name = t.submission WHERE s.status = 'graded' "
+                                              "GROUP BY t.submission, t.assignment"):
+        raw.setdefault(name, {})[assignment] = score
+    late = {(name, assignment): penalty for name, assignment, penalty in
+            query(out, "SELECT submission, assignment, penalty FROM late")}
+    penalised = {name: {a: round(v * (1 - late.get((name, a), 0.0)), 2) for a, v in mine.items()}
+                 for name, mine in raw.items()}
+    rows = driver.execute_script("""return Array.from(document.querySelectorAll('#submission-table tbody tr'), row =>
+        [row.dataset.submission, row.querySelector('td[data-field="penalised"]').innerText,
+         Object.fromEntries(Array.from(row.querySelectorAll('td[data-penalised]'),
+                                       c => [c.dataset.penalised, c.innerText]))]);""")
+    assert len(rows) == len(query(out, "SELECT name FROM submissions"))
+    for name, total, by_assignment in rows:
+        if name not in raw:
+            assert total == "-"
+            continue
+        assert total == shown(sum(penalised[name].values()))
+        assert by_assignment == {a: shown(penalised[name][a]) if a in penalised[name] else "-" for a in by_assignment}
+    assert any(v < raw[n][a] for n, mine in penalised.items() for a, v in mine.items())  # a penalty shows
+
+
+def test_wide_tables_scroll_inside_the_page(site):
+    out, index, driver = site
+    try:
+        driver.set_window_size(700, 1000)
+        driver.get(index.as_uri())
+        html = "document.documentElement"
+        wide, window = driver.execute_script(f"return [{html}.scrollWidth, {html}.clientWidth]")
+        assert wide <= window  # the page itself never scrolls sideways
+        boxes = driver.execute_script("""return Array.from(document.querySelectorAll('table'), table => {
+            const box = table.parentElement;
+            box.scrollLeft = box.scrollWidth;
+            const last = table.querySelector('thead th:last-child').getBoundingClientRect();
+            return [table.id, box.className, getComputedStyle(box).overflowX, box.scrollWidth > box.clientWidth,
+                    box.scrollLeft, Math.round(last.right - box.getBoundingClientRect().right)];});""")
+        assert boxes and all(box[1] == "wide" and box[2] == "auto" for box in boxes), boxes
+        scrolled = {box[0]: box for box in boxes if box[3]}
+        assert "submission-table" in scrolled and "test-table" in scrolled
+        for table_id, *_, left, overhang in scrolled.values():
+            assert left > 0 and overhang <= 1, table_id  # its last column can be scrolled into view
+    finally:
+        driver.set_window_size(1400, 1000)
