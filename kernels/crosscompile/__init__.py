@@ -34,9 +34,9 @@ from kernels.crosscompile.compiler import (DEFAULT_OPTIONS, TARGETS, TENSOR_CORE
 from kernels.crosscompile.dryrun import gpu_launches, interpreted, require_compiler, unique_launches
 from kernels.crosscompile.project import DTYPES, GPU_KERNELS_CALLS, ROOT, matrix
 from kernels.crosscompile.report import build_problems, print_table, report_problems
-from kernels.crosscompile.request import BUILD_CPU_SECONDS, answer_request, run_request
+from kernels.crosscompile.request import BUILD_CPU_SECONDS, answer_request, run_request, run_requests
 
 __all__ = ["DEFAULT_OPTIONS", "DTYPES", "GPU_KERNELS_CALLS", "ROOT", "TARGETS", "TENSOR_CORE_OPS", "Build",
            "BuildResult", "answer_request", "build", "build_problems", "builds_for", "explain", "gpu_launches",
            "interpreted", "jit_function", "matrix", "print_table", "report_problems", "require_compiler",
-           "run_builds", "run_request", "unique_launches", "BUILD_CPU_SECONDS"]
+           "run_builds", "run_request", "run_requests", "unique_launches", "BUILD_CPU_SECONDS"]

@@ -80,6 +80,18 @@ def student_calls(request: dict) -> dict:
     return {"launches": launches, "builds": [build(spec).to_dict() for spec in specs]}
 
 
+def answer_requests(request: dict) -> dict:
+    """{"answers": [answer_request(r) for r in request["requests"]]}: several requests in one process, torch
+    and Triton imported once. A request whose answering raises gets {"error": ...} in its place."""
+    answers = []
+    for one in request["requests"]:
+        try:
+            answers.append(answer_request(one))
+        except Exception as exc:  # noqa: BLE001  (one request's failure is that request's answer)
+            answers.append({"error": f"the compile request failed: {type(exc).__name__}: {shorten(str(exc))}"})
+    return {"answers": answers}
+
+
 def answer_request(request: dict) -> dict:
     """For each part asked for (request["parts"], default both of "forward" and "backward"):
     {"launches": [...], "builds": [...]} or {"error": "..."}.
@@ -87,7 +99,9 @@ def answer_request(request: dict) -> dict:
     The request: module and function (an autograd.Function with static forward and backward), dtype
     ("bf16", "fp16"), target ("sm_90"), lead dims, n, head_dim, is_causal, and all_configs (build every
     autotune config, not only the first). A request with "calls" (plain functions, gpu_kernels') is
-    answered by student_calls instead."""
+    answered by student_calls instead; one with "requests" (several), by answer_requests."""
+    if "requests" in request:
+        return answer_requests(request)
     if "calls" in request:
         return student_calls(request)
     answer = {}
@@ -138,3 +152,17 @@ def run_request(request: dict, timeout: float = 3600.0) -> dict:
         return json.loads(outbox.read_text())
 
 
+
+
+def run_requests(requests: list[dict], timeout: float = 3600.0) -> list[dict]:
+    """The answers of several requests from one compiler process (run_request): a check's builds in bf16
+    and fp16 pay for one start of torch and Triton, not two. Where that process fails as a whole (it
+    crashed, or gave no answer for each request), each request is answered in a process of its own, so
+    that what breaks the compiler in one build costs only that build's answer."""
+    if len(requests) == 1:
+        return [run_request(requests[0], timeout)]
+    answer = run_request({"requests": list(requests)}, timeout)
+    answers = answer.get("answers") if isinstance(answer, dict) else None
+    if isinstance(answers, list) and len(answers) == len(requests) and all(isinstance(a, dict) for a in answers):
+        return answers
+    return [run_request(one, timeout) for one in requests]

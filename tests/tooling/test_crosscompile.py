@@ -142,3 +142,29 @@ def test_the_dry_run_answers_as_a_gpu_and_restores_torch_after(monkeypatch):
     if not before:
         with pytest.raises((RuntimeError, AssertionError)):
             torch.empty(8, device="cuda")
+
+
+def test_several_requests_in_one_process_answer_as_each_alone_and_a_crash_costs_only_its_own(tmp_path, monkeypatch):
+    """A request of several requests is answered by one compiler process, as a process per request answers
+    each; where that process dies (run_requests) (here a request whose module kills the process when imported), every request is
+    answered alone, and only the broken one says so."""
+    from kernels.crosscompile import run_request, run_requests
+
+    shapes = {"scale_where_a_gpu_is": [[4096]]}
+    requests = [dict(calls=[dict(module=TUTORIAL, function="scale_where_a_gpu_is", args=shapes["scale_where_a_gpu_is"],
+                                 kwargs=kwargs)], dtype=dtype, target="sm_90")
+                for dtype, kwargs in (("bf16", {}), ("fp16", dict(wide=False)))]
+    batched = run_request({"requests": requests})["answers"]  # one process for both
+    alone = [run_request(one) for one in requests]
+    strip = lambda answer: [{k: v for k, v in b.items() if k != "seconds"} for b in answer["builds"]]  # noqa: E731
+    assert [strip(a) for a in batched] == [strip(a) for a in alone]
+    assert [a["launches"] for a in batched] == [a["launches"] for a in alone]
+    assert batched[0]["builds"][0]["kernel"] == "_scale_kernel" and batched[0]["builds"][0]["ok"]
+
+    (tmp_path / "crash_on_import.py").write_text("import os\nos._exit(3)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    broken = dict(calls=[dict(module="crash_on_import", function="f", args=[[8]], kwargs={})], dtype="bf16",
+                  target="sm_90")
+    answers = run_requests([requests[0], broken])
+    assert strip(answers[0]) == strip(alone[0])
+    assert "error" in answers[1] and "exit 3" in answers[1]["error"], answers[1]
