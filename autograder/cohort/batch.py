@@ -36,11 +36,18 @@ class BatchError(Exception):
     """The batch cannot start: the folder is missing, two entries share a name, or workers < 1."""
 
 
+# What the batch writes into OUT beside the submissions' folders: a submission of one of these names (compared
+# without case, as on macOS and Windows) would write its reports over them, or they over its reports.
+RESERVED_NAMES = frozenset({"gradebook.sqlite", "gradebook.sqlite-journal", "gradebook.sqlite-wal", "gradebook.sqlite-shm",
+                            "grades.csv", "report", "manual", "similarity.csv", "canvas.csv", "lms.csv"})
+
+
 def submission_entries(directory: Path) -> tuple[dict[str, Path], list[str]]:
     """{name: path} of the folder's submissions, and the names of the entries that are not one.
 
     Hidden entries (.git, .DS_Store) are ignored. Two entries with one name (alice/ and alice.zip)
-    are refused: which one to grade is the instructor's call.
+    are refused: which one to grade is the instructor's call; so is a submission named like a file the
+    batch writes into OUT (RESERVED_NAMES), before anything is graded.
     """
     found: dict[str, Path] = {}
     ignored = []
@@ -51,6 +58,10 @@ def submission_entries(directory: Path) -> tuple[dict[str, Path], list[str]]:
             ignored.append(entry.name)
             continue
         name = submission_name(entry) if entry.is_file() else entry.name
+        if name.casefold() in RESERVED_NAMES:
+            raise BatchError(clean(f"{entry.name} in {directory} is submission {name!r}, a name the batch gives its "
+                                   f"own files in the output folder ({', '.join(sorted(RESERVED_NAMES))}): rename "
+                                   f"it (e.g. {name}-submission); nothing was graded"))
         if name in found:
             raise BatchError(clean(f"{found[name].name} and {entry.name} in {directory} are both submission "
                                    f"{name!r}: remove or rename one of them"))

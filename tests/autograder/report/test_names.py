@@ -52,3 +52,21 @@ def test_a_duplicate_name_is_refused_with_its_names_escaped(tmp_path):
     with pytest.raises(BatchError) as raised:
         submission_entries(tmp_path)
     assert "\x1b" not in str(raised.value) and "\x07" not in str(raised.value)
+
+
+@pytest.mark.parametrize("entry", ["report", "Grades.csv.zip", "gradebook.sqlite", "manual.zip", "CANVAS.CSV"])
+def test_a_submission_named_like_the_batchs_own_files_is_refused_before_grading(tmp_path, entry):
+    """A submission folder named report (or grades.csv.zip ...) would write its feedback into the cohort report's
+    folder, or the gradebook's CSV over its own: refused, naming it and what to do, with nothing written."""
+    folder = tmp_path / "c"
+    folder.mkdir()
+    if entry.endswith(".zip"):
+        with zipfile.ZipFile(folder / entry, "w") as archive:
+            archive.writestr("resource_accounting/flops.py", "x = 1\n")
+    else:
+        (folder / entry / "resource_accounting").mkdir(parents=True)
+    (folder / "alice" / "resource_accounting").mkdir(parents=True)
+    with pytest.raises(BatchError, match="a name the batch gives its own files.*rename it") as raised:
+        run_batch(folder, tmp_path / "out")
+    assert entry in str(raised.value)
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
