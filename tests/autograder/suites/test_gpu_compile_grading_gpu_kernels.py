@@ -61,6 +61,9 @@ def test_the_reference_earns_every_compile_point(tmp_path, triton_cache):
 
 @full_only
 @pytest.mark.parametrize("name", ["row_major_matmul", "three_pass_softmax", "sigmoid_gelu"])
-def test_a_correct_alternative_earns_every_compile_point(tmp_path, triton_cache, name):
+def test_a_kernel_that_builds_earns_every_compile_point_whatever_its_design(tmp_path, triton_cache, name):
+    """The compile checks judge the build alone: sigmoid GeLU (a correct alternative) and the row-major matmul
+    and three-pass softmax (design mistakes, which lose their design points in test_suites_gpu_kernels.py)
+    build for the GPU as the reference does."""
     found = results(build_tree(tmp_path, folder(ALTERNATIVES / name)), tmp_path, triton_cache, HIDDEN)
     assert len(found) == 9 and all(outcome == "passed" for outcome, _ in found.values()), found
