@@ -72,26 +72,39 @@ def test_triton_autograd_function_matches_float64(student, trusted):
 
 
 @pytest.fixture(scope="module")
-def launches(student) -> dict:
-    return student.run(scenarios.triton_launches, seed=23, n=32, head_dim=16, device=DEVICE)
+def recorded(student) -> dict | Exception:
+    """The launches of one forward and backward, run once for both tests below; or what they raised, which
+    each test raises in turn (a test failure such as "not implemented yet", not an error in a fixture)."""
+    try:
+        return student.run(scenarios.triton_launches, seed=23, n=32, head_dim=16, device=DEVICE)
+    except Exception as exc:  # noqa: BLE001  (raised again by each test that reads it)
+        return exc
+
+
+def launched(recorded: dict | Exception) -> dict:
+    if isinstance(recorded, Exception):
+        raise recorded
+    return recorded
 
 
 @pytest.mark.points(2)
 @pytest.mark.edge
 @pytest.mark.task("flash_triton.flash_forward_triton")
-def test_triton_forward_launches_one_triton_kernel(launches):
+def test_triton_forward_launches_one_triton_kernel(recorded):
     """flash_forward_triton launches exactly one Triton kernel (kernels.launches records it).
 
     Hint: one @triton.jit kernel launched as kernel[grid](...), grid (query tiles, batch); no torch fallback.
     """
+    launches = launched(recorded)
     assert len(set(launches["forward"])) == 1, f"expected one Triton kernel, got {launches['forward']}"
 
 
 @pytest.mark.points(2)
 @pytest.mark.edge
 @pytest.mark.task("flash_triton.flash_backward_triton")
-def test_triton_backward_launches_triton_kernels(launches):
+def test_triton_backward_launches_triton_kernels(recorded):
     """flash_backward_triton launches at least two distinct Triton kernels (the D preprocess, then dK/dV/dQ)."""
+    launches = launched(recorded)
     assert len(set(launches["backward"])) >= 2, f"expected a preprocess and the gradient kernels, got " \
                                                 f"{launches['backward']}"
 

@@ -73,6 +73,8 @@ def test_the_first_run_on_the_stubs_fits_on_a_screen_and_ends_with_the_next_step
     failures = sum(int(n) for n in re.findall(r"(\d+) (?:failed|errors?)\b", summary))
     waiting = sum(int(n) for line in points(lines) for n in re.findall(r"(\d+) not implemented yet", line))
     assert failures == waiting > 0 and all(" 0 / " in line for line in points(lines)), f"{summary}\n{points(lines)}"
+    # A bare stub fails its tests; none errors (a fixture that calls a stub raises in the tests that read it).
+    assert not re.search(r"\d+ errors?\b", summary), summary
 
 
 def test_verbose_shows_every_traceback_with_the_same_points_and_exit_status(student):
