@@ -420,10 +420,13 @@ def similarity_command(args: argparse.Namespace) -> int:
 
 def report_command(args: argparse.Namespace) -> int:
     """Write every file from the gradebook again (autograder.cohort.publish), the cohort report among them."""
-    from autograder.cohort.publish import publish
+    from autograder.cohort.publish import UnwrittenError, publish
 
     try:
         index = publish(args.out, course=args.course)
+    except UnwrittenError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     except (FileNotFoundError, CourseError) as exc:
         args.parser.error(str(exc))
     print(f"cohort report {index}")
@@ -434,7 +437,7 @@ def export_command(args: argparse.Namespace) -> int:
     """The gradebook for an LMS (autograder.report.lms), once the course file's roster, extensions and overrides
     are in it (autograder.cohort.roster); where they changed it, every other file is written again."""
     from autograder.cohort.course import check, load_canvas_ids
-    from autograder.cohort.publish import publish
+    from autograder.cohort.publish import UnwrittenError, publish
     from autograder.cohort.roster import Settled, settle
     from autograder.grading.intake import ASSIGNMENTS
     from autograder.report.gradebook import Gradebook
@@ -452,7 +455,10 @@ def export_command(args: argparse.Namespace) -> int:
         with Gradebook(args.out / "gradebook.sqlite") as book:
             settled = settle(book, course, args.command_line, known) if course else Settled([], False)
         if settled.changed:
-            publish(args.out, course=course)
+            try:
+                publish(args.out, course=course)
+            except UnwrittenError as exc:  # the export reads the gradebook alone: say it, and go on
+                print(f"warning: {exc}", file=sys.stderr)
         with Gradebook(args.out / "gradebook.sqlite") as book:
             notes = (write_canvas(book, path, load_canvas_ids(course, known) if course else {})
                      if args.format == "canvas" else write_plain(book, path))

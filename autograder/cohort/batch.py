@@ -183,18 +183,24 @@ def _store(name: str, digest: str, outcome: Outcome, out: Path, book: Gradebook,
         _say_error(console, name, outcome.strip().splitlines()[-1] if outcome.strip() else "no reason given")
         return
     report = outcome
-    write_all(report, out / name)
+    # The gradebook first: it is what every file is written from, so a file that cannot be written (a full
+    # disk, a folder in the way) costs that submission's files, never its grade or the others'.
     if report.not_gradable:  # nothing of it could be graded: listed with its reason, never a 0
         book.record(name, digest, report)
         console.print(Text(clean(f"{name}: not gradable ({report.not_gradable})"), style="yellow"), soft_wrap=True)
-        return
-    if not report.tests:
+    elif not report.tests:
         # grade() reports a failure of the grader itself as a report without tests.
         message = "; ".join(report.log) or "the grader returned no test results"
         book.record_error(name, digest, message)
         _say_error(console, name, message)
-        return
-    book.record(name, digest, report)
+    else:
+        book.record(name, digest, report)
+    try:
+        write_all(report, out / name)
+    except OSError as exc:
+        console.print(Text(clean(f"{name}: its grade is stored, but its files could not be written to {out / name} "
+                                 f"({type(exc).__name__}: {exc}); `python -m autograder report {out}` writes them "
+                                 "again"), style="red"), soft_wrap=True)
 
 
 def private_folder(folder: Path) -> None:

@@ -41,12 +41,14 @@ def publish(out: Path, *, course: Path | None = None, now: datetime | None = Non
     """Rewrite every file derived from OUT/gradebook.sqlite; return the cohort report's index.html.
     `course`: the course file with the answers' release dates (default: grading.toml of the working folder,
     where there is one); `now`: the time they are compared with (default: the clock).
-    FileNotFoundError when OUT has no gradebook; CourseError when a release date is wrong."""
+    FileNotFoundError when OUT has no gradebook; CourseError when a release date is wrong; UnwrittenError,
+    once every other file is written, when some submission's files could not be."""
     out = Path(out)
     if not (out / "gradebook.sqlite").is_file():
         raise FileNotFoundError(f"no gradebook at {out / 'gradebook.sqlite'}: grade the cohort first with "
                                 f"`python -m autograder batch SUBMISSIONS --out {out}`")
     released = released_keys(course or default_course(), now)
+    unwritten: list[str] = []
     with Gradebook(out / "gradebook.sqlite") as book:
         late, final = book.late(), finals(book)
         for row in book.rows():
@@ -54,11 +56,24 @@ def publish(out: Path, *, course: Path | None = None, now: datetime | None = Non
             if folder.parent.resolve() != out.resolve() or row["status"] == MISSING:
                 continue  # a name that is not one folder inside OUT (never made by a batch), or no submission
             report = book.report(row["name"]) or GradeReport(row["name"], log=[GRADER_FAILED])
-            write_submission(report, folder, late.get(row["name"], {}), released, final.get(row["name"], {}))
+            try:
+                write_submission(report, folder, late.get(row["name"], {}), released, final.get(row["name"], {}))
+            except OSError as exc:  # that submission's files only: the others, the CSV and the report go on
+                unwritten.append(f"{row['name']} ({type(exc).__name__}: {exc})")
         book.export_csv(out / "grades.csv")
     if (out / "manual").is_dir():
         export(out)
-    return write_site(out)
+    index = write_site(out)
+    if unwritten:
+        raise UnwrittenError(f"the files of {len(unwritten)} submission(s) could not be written: "
+                             f"{'; '.join(unwritten[:5])}{' ...' if len(unwritten) > 5 else ''} (their grades are in "
+                             f"the gradebook; every other file is written: free the space or move what is in the "
+                             f"way, then `python -m autograder report {out}`)")
+    return index
+
+
+class UnwrittenError(OSError):
+    """Some submissions' files could not be written; everything else was (the message names them)."""
 
 
 def write_submission(report: GradeReport, folder: Path, late: dict[str, dict],

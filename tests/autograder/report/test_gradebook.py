@@ -5,6 +5,7 @@ answers.txt with lines `assignment question answer`; an answer "ok" passes (1 po
 """
 
 import csv
+import io
 import os
 import signal
 import sqlite3
@@ -16,6 +17,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from autograder.cohort.batch import BatchError, run_batch, submission_digest, submission_entries
 from autograder.report.gradebook import Gradebook
@@ -315,3 +317,33 @@ def test_killed_batch_resumes_with_every_submission_once(tmp_path):
     assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     per_submission = dict(db.execute("SELECT submission, COUNT(*) FROM tests GROUP BY submission"))
     assert per_submission == {name: score + 1 for name, score in scores.items()}
+
+
+def test_a_submission_whose_files_cannot_be_written_keeps_its_grade_and_costs_no_one_else(tmp_path):
+    """bob's folder in OUT is taken by a file (as a full disk or a folder in the way would fail): the batch
+    records every grade, writes alice's and carol's files and the cohort's, says what happened to bob's, and
+    `report` writes bob's files once the way is clear."""
+    from autograder.cli import main
+    from autograder.cohort.publish import UnwrittenError, publish
+
+    make_cohort(tmp_path / "c", {"alice": 3, "bob": 1, "carol": 2})
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "bob").write_text("in the way")
+    console = Console(file=io.StringIO(), width=200)
+    rows = run_batch(tmp_path / "c", out, grade_fn=toy_grade, console=console)
+    assert [(r["name"], r["status"], r["score"]) for r in rows] == \
+        [("alice", "graded", 3.0), ("bob", "graded", 1.0), ("carol", "graded", 2.0)]
+    said = console.file.getvalue()
+    assert "bob: its grade is stored, but its files could not be written" in said
+    assert "the files of 1 submission(s) could not be written: bob" in said
+    for name in ("alice", "carol"):
+        assert (out / name / "feedback.md").is_file()
+    assert (out / "report" / "index.html").is_file()
+    assert [g["name"] for g in csv.DictReader(open(out / "grades.csv"))] == ["alice", "bob", "carol"]
+    with pytest.raises(UnwrittenError, match="bob"):
+        publish(out)
+    assert main(["report", str(out)]) == 1  # said on stderr, with what to do; no traceback
+    (out / "bob").unlink()
+    publish(out)
+    assert "1" in (out / "bob" / "feedback.md").read_text()
