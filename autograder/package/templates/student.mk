@@ -27,19 +27,22 @@ T ?=
 A ?=
 BENCH_ARGS ?=
 
-.PHONY: help install test test-public roofline bench
+.PHONY: help install test test-public gpu-compile roofline bench
 
 help:
 	@echo "make test          install if needed, then run the public tests against your code, with the points table"
 	@echo "make test T=TASK   only the tests of one task (e.g. T=flops.FlopCounter) or one module's (T=flops)"
 	@echo "make test A=NAME   only the tests of one assignment (e.g. A=gpu_kernels); combines with T="
 	@echo "make test-public   the same (every test of this release is public)"
+	@echo "make gpu-compile   build your Triton kernels for an H100 (sm_90) without a GPU, as the grader does; A=gpu_kernels for one assignment"
 	@echo "make roofline      write build/roofline.png (H100 and H200 rooflines with the lecture's ops)"
 	@echo "make bench         attention benchmarks of your code: table and build/bench_attention.png"
 
 install: $(STAMP)
 
-$(VENV)/.installed-%: pyproject.toml
+# The stamp's name holds pyproject.toml's checksum, so the rule needs no prerequisite: file times never
+# reinstall into a venv that already has this pyproject.toml's dependencies.
+$(VENV)/.installed-%:
 	@test -x $(VENV)/bin/python || $(BOOTSTRAP) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check $(TORCH_PIN)$(if $(TORCH_INDEX), --index-url $(TORCH_INDEX))
 	$(VENV)/bin/python -c 'import tomllib; \
@@ -53,6 +56,12 @@ test: install
 	$(PYTEST) $(if $(A),tests/$(A)) $(if $(T),--task $(T)) $(PYTEST_ARGS)
 
 test-public: test
+
+# Your kernels built for the course GPU with Triton's own compiler (Linux; no GPU needed), as the grader's
+# compile checks build them: each must compile, fit the GPU's shared memory and put its dots on the tensor
+# cores. Kernels still stubs are named, not built.
+gpu-compile: install
+	$(PYTHON) -m kernels.crosscompile --impl assignments --quick $(if $(A),--assignment $(A))
 
 roofline: install
 	$(PYTHON) -m kernels.roofline --out build/roofline.png

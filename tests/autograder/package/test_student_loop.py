@@ -140,3 +140,14 @@ def test_the_handouts_and_the_student_readme_state_what_needs_a_gpu_as_the_tests
     for text in (readme, flash):
         assert "srun --gres=gpu:1 make test" in text and "PYTHON=python3" in text
         assert "Triton 3.6" in text and "torch 2.11" in text
+
+
+def test_gpu_compile_in_the_release_builds_one_assignment_and_names_its_stubs(student):
+    """`make gpu-compile A=gpu_kernels` on the bare stubs: nothing to build yet, each of the three kernels named
+    as not implemented, and a clean exit (the flash_attention stubs are not in the way)."""
+    done = subprocess.run(["make", "gpu-compile", "A=gpu_kernels", f"PYTHON={sys.executable}"], cwd=student,
+                          env=clean_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-2000:]
+    named = re.findall(r"^not built, not implemented yet: (gpu_kernels \w+)", done.stdout, re.M)
+    assert named == ["gpu_kernels gelu", "gpu_kernels softmax", "gpu_kernels matmul"], done.stdout[-2000:]
+    assert "FlashAttention" not in done.stdout
