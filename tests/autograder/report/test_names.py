@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import zipfile
+from html.parser import HTMLParser
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from rich.console import Console
 
-from autograder.cohort.batch import BatchError, run_batch, submission_entries
+from autograder.cohort.batch import RESERVED_NAMES, BatchError, run_batch, submission_entries
+from autograder.report.gradebook import Gradebook
 from autograder.report.text import safe_cell
 from tests.autograder.report.test_gradebook import toy_grade
 
@@ -70,3 +75,56 @@ def test_a_submission_named_like_the_batchs_own_files_is_refused_before_grading(
         run_batch(folder, tmp_path / "out")
     assert entry in str(raised.value)
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+# Names a file system takes (no "/" or NUL; not hidden; not one of the batch's own files): control characters,
+# bidirectional overrides, quotes, markup, formula starts, spaces, any script.
+NAME_CHARACTERS = st.characters(exclude_categories=("Cs",), exclude_characters="/\x00")
+NAMES = st.text(NAME_CHARACTERS, min_size=1, max_size=40).filter(
+    lambda n: not n.startswith(".") and n.casefold() not in RESERVED_NAMES and len(n.encode()) < 200
+    and n.casefold() != "alice")
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=NAMES)
+def test_any_name_round_trips_in_the_gradebook_and_lands_escaped_in_every_file(tmp_path_factory, name):
+    """Fuzzed submission names, graded beside alice: the gradebook keeps the name exactly (SQL parameters), its
+    folder is named so, grades.csv holds it as safe_cell writes it, the terminal shows no control character, and
+    the cohort report shows it as text (no markup of it survives)."""
+    base = tmp_path_factory.mktemp("fuzz")
+    cohort, out, screen = base / "c", base / "out", io.StringIO()
+    for who in (name, "alice"):
+        (cohort / who).mkdir(parents=True)
+        (cohort / who / "answers.txt").write_text("alpha q0 ok\nalpha q1 no\n")
+    rows = run_batch(cohort, out, grade_fn=toy_grade, console=Console(file=screen, width=200))
+    assert sorted(row["name"] for row in rows) == sorted([name, "alice"])
+    assert all(row["score"] == 1.0 for row in rows)
+    with Gradebook(out / "gradebook.sqlite") as book:
+        assert sorted(row["name"] for row in book.rows()) == sorted([name, "alice"])
+    assert (out / name / "feedback.md").is_file() and (out / name / "report.json").is_file()
+    cells = [row[0] for row in csv.reader((out / "grades.csv").open(encoding="utf-8", newline=""))][1:]
+    assert sorted(cells) == sorted([safe_cell(name), "alice"])
+    said = screen.getvalue()
+    assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]", said), repr(said[-500:])
+    page = Page()
+    page.feed((out / "report" / "index.html").read_bytes().decode("utf-8"))  # as written: no newline translation
+    # Read back by an HTML parser, the name is a row's attribute value and a cell's text, whole: had any of
+    # it been taken as markup, the parser would have split it into tags.
+    assert name in page.values and any(name.strip() and name in text or text == name for text in page.texts)
+    assert not [tag for tag, attrs in page.tags if tag == "script" and "src" not in attrs or
+                any(attr.startswith("on") for attr in attrs)]
+
+
+class Page(HTMLParser):
+    """A page's start tags (name, {attribute: value}), attribute values and texts, character references read."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags, self.values, self.texts = [], [], []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+        self.values += [value for _, value in attrs if value is not None]
+
+    def handle_data(self, data):
+        self.texts.append(data)
