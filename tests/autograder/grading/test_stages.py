@@ -172,7 +172,11 @@ def grading(temp: Path, tmp_path: Path, verb: str = "grade",
     submission = tmp_path / "cohort" / "alice"
     shutil.copytree(ROOT / "solutions" / ASSIGNMENT, submission / ASSIGNMENT,
                     ignore=shutil.ignore_patterns("__pycache__"))
-    command = [sys.executable, "-m", "autograder", verb, str(submission if verb == "grade" else submission.parent),
+    # Ctrl-C's default action put back first: a test run started in the background (`make test &`) ignores
+    # SIGINT, the client would inherit that, and Python leaves an ignored SIGINT ignored.
+    command = [sys.executable, "-c", "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+               "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])",
+               "-m", "autograder", verb, str(submission if verb == "grade" else submission.parent),
                "--out", str(tmp_path / "out")]
     output = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL} | output
     client = subprocess.Popen(command, cwd=ROOT, env=os.environ | {"TMPDIR": str(temp)}, start_new_session=True,
