@@ -180,6 +180,16 @@ def require_isolation(args: argparse.Namespace) -> None:
 
 
 def grade_command(args: argparse.Namespace) -> int:
+    """One submission; ended by Ctrl-C, it ends quietly (its runner stops the worker and removes its stage)."""
+    try:
+        return _grade(args)
+    except KeyboardInterrupt:
+        with contextlib.suppress(OSError):
+            sys.stderr.write("grading interrupted (by Ctrl-C): no report was written; run the same command again\n")
+        return 130
+
+
+def _grade(args: argparse.Namespace) -> int:
     require_isolation(args)
     if not args.submission.exists():
         args.parser.error(f"{args.submission} does not exist: give a submission folder or .zip")

@@ -249,6 +249,19 @@ def test_a_batch_ended_by_ctrl_c_says_what_it_kept_and_leaves_nothing(temp, tmp_
     assert list(temp.glob("llmsys-*")) == []
 
 
+def test_a_grading_ended_by_ctrl_c_ends_quietly_and_leaves_nothing(temp, tmp_path):
+    """`grade` of one submission, Ctrl-C to its process group: exit 130 with one line, no traceback, and the runner,
+    the worker and the stage gone."""
+    client, stage, below = grading(temp, tmp_path, "grade", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    os.killpg(client.pid, signal.SIGINT)
+    out, err = client.communicate(timeout=DEADLINE)
+    assert client.returncode == 130, out + err
+    assert "Traceback" not in out + err and "KeyboardInterrupt" not in out + err
+    assert "grading interrupted (by Ctrl-C)" in err
+    wait_for(lambda: all_ended(below), f"the runner and the worker ended: {below}")
+    assert list(temp.glob("llmsys-*")) == []
+
+
 def test_a_batch_whose_output_pipe_closed_ends_quietly(temp, tmp_path):
     """`batch ... | head -1`: the next line it prints meets a closed pipe."""
     client, stage, below = grading(temp, tmp_path, "batch", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
