@@ -38,7 +38,7 @@ help:
 	@echo "make assignments   regenerate assignments/ (student stubs) from solutions/"
 	@echo "make roofline      write build/roofline.png (H100 and H200 rooflines with the lecture's ops)"
 	@echo "make bench         attention benchmarks: table and build/bench_attention.png"
-	@echo "make bench-grader  the grading loop: trusted grader (1 and 2 workers, and through Slurm) against nbgrader, student make test"
+	@echo "make bench-grader  the grading loop per assignment: trusted grader (1 and 2 workers, and through Slurm) against nbgrader, where its time goes, student make test"
 	@echo "make grade         grade a sample cohort, or one submission: make grade SUBMISSION=path"
 	@echo "make load-check    the sample cohort graded idle and under load: every test result must be the same"
 	@echo "make report        write the cohort report of GRADES (build/grades) again: GRADES/report/index.html"
@@ -106,8 +106,8 @@ BENCH_ARGS ?=
 bench: install
 	$(PYTHON) -m kernels.bench_attention --out build/bench_attention.png $(BENCH_ARGS)
 
-# The grading loop, measured in one run: build/bench_grader.md (BENCH_GRADER_ARGS=--size N, --no-nbgrader,
-# --no-slurm, --gpu-seconds S).
+# The grading loop of every assignment, measured in one run: build/bench_grader.md (BENCH_GRADER_ARGS=--size N,
+# --assignments A,B, --no-nbgrader, --no-slurm, --gpu-seconds S).
 BENCH_GRADER_ARGS ?=
 bench-grader: install sandbox-tools
 	$(PYTHON) -m autograder.bench --out build/bench_grader.md $(BENCH_GRADER_ARGS)

@@ -1,31 +1,50 @@
-"""Benchmarks of the grading loop: the trusted grader against nbgrader, and the student's `make test`.
+"""Benchmarks of the grading loop, per assignment: the trusted grader against nbgrader, where the grader's
+time goes, a projection for a cluster, and the student's `make test`.
 
-    python -m autograder.bench [--size 20] [--out build/bench_grader.md] [--no-nbgrader] [--no-slurm]
+    python -m autograder.bench [--size 4] [--assignments a,b] [--out build/bench_grader.md]
+                               [--no-nbgrader] [--no-slurm] [--gpu-seconds S]
 
-All in one run, on one cohort of `--size` resource_accounting submissions built from the reference
-and its typical mistakes (autograder.cohort.sample), so that every figure is measured under the same load:
+All in one run, on one cohort of `--size` submissions per assignment (each of the `--assignments`, all
+three by default) built from the reference and the assignment's typical mistakes
+(autograder.cohort.sample.MISTAKES_OF), so that every figure is measured under the same load:
 
-1. the trusted grader's `batch` (public and hidden tests, sandboxed worker per submission) with one
-   worker, then with two, each into a fresh gradebook, each way: `--overlap always` (a worker boots
-   the next submission's sandbox while the current one grades, and so keeps about two cores busy)
-   and `--overlap never` (strictly one submission at a time per worker: one core each, which shows
-   how grading scales with workers). The default, `auto`, is the first where the machine has two
-   cores per worker and the second otherwise;
-2. nbgrader's own `nbgrader autograde` (the real command) on the same submissions as notebooks of
-   the nbgrader course (`make nbgrader`): each notebook is the released one with its module cells
-   holding that submission's files, so both graders run the same code through the same tests;
-3. the same cohort through `batch --executor slurm` on a single-node Slurm that the bench starts and
-   stops (autograder/cohort/cluster/slurm-up.sh; root and apt-get, else the table says why it is missing),
-   with an array of as many tasks that do nothing for the overhead per task; from these and the
-   seconds to grade flash_attention on one GPU (measured where CUDA is available, else
-   `--gpu-seconds`), a projection of the wall time for 600 submissions on 1, 8 and 32 GPU nodes,
-   with its assumptions beside it (`--no-slurm` leaves this out);
-4. the student loop: `make test` in the student release (`make release`), after install, on the
-   stubs, for each assignment and for both; and the time until the first failure's message is on
-   the screen with `PYTEST_ARGS=-x` (stop at the first failure, print it).
+1. per assignment, the trusted grader's `batch` (public and hidden tests and the compile checks, a
+   sandboxed worker per submission) with one worker, then with two, each into a fresh gradebook, with
+   the overlap that `--overlap auto` picks on this machine. resource_accounting, the cheapest, is also
+   graded the other way, so that both are measured: `--overlap always` (a worker boots the next
+   submission's sandbox while the current one grades, and so keeps about two cores busy) and
+   `--overlap never` (strictly one submission at a time per worker: one core each, which shows how
+   grading scales with workers). `auto` is the first where the machine has two cores per worker;
+2. where the grader's time goes, per assignment, from the one-worker batch's reports
+   (GradeReport.timings, autograder.grading.runner.TIMINGS), seconds per submission: the stage (the
+   submission copied or unpacked), the static checks (and the written answers read), the sandbox's
+   start (its stage folder and worker library built, the worker launched, and what the tests waited
+   for the worker to boot), the tests, the compile checks (the suites' test_gpu_compile.py), the reports
+   (every file written from the gradebook, as the batch does at its end, timed again here) and the
+   rest (the grading server's start, spread over the cohort, and the batch's bookkeeping);
+3. nbgrader's own `nbgrader autograde` (the real command), per assignment, on the same submissions as
+   notebooks of the nbgrader course (`make nbgrader`, which holds every assignment): each notebook is
+   the released one with its module cells holding that submission's files, so both graders run the
+   same code through the same tests (nbgrader's test cells leave out those that need a GPU or the
+   reference solution); and the ratio nbgrader / grader, seconds per submission. Each autograde starts
+   from an empty Triton cache, but its submissions share it, as they share the kernel's process:
+   one whose kernels are another's (a mistake outside the Triton code) builds none of them, where
+   the grader builds them again in each submission's sandbox;
+4. the first assignment's cohort through `batch --executor slurm` on a single-node Slurm that the
+   bench starts and stops (autograder/cohort/cluster/slurm-up.sh; root and apt-get, else the output
+   says why it is missing), and an array of as many tasks that do nothing for the overhead per task;
+   from it and each assignment's seconds per submission (1.), a projection of the wall time for 600
+   submissions, each holding every assignment, on 1, 8 and 32 GPU nodes. The tests that need a GPU
+   (half precision, speed) are graded in the batches where this machine has CUDA; elsewhere they are
+   not, and the projection adds `--gpu-seconds` per submission for them, an assumption it states
+   (`--no-slurm` leaves this out);
+5. the student loop: `make test` in the student release (`make release`), after install, on the
+   stubs, for each assignment and for all; and the time until the first failure's message is on the
+   screen with `PYTEST_ARGS=-x` (stop at the first failure, print it).
 
-Seconds are wall-clock seconds of whole commands; the ratios compare runs of this one process on
-this one machine. The table is printed and written as Markdown to `--out`.
+Seconds are wall-clock seconds of whole commands; the ratios compare runs of this one process on this
+one machine. With the default size the whole run takes about 15 minutes on an idle 2-core machine.
+The tables are printed and written as Markdown to `--out`.
 """
 
 from __future__ import annotations
@@ -38,6 +57,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,12 +68,19 @@ from autograder.cohort import sample as cohort
 from autograder.grading.client import cores, overlaps
 from autograder.grading.results import GradeReport
 
-ASSIGNMENT = "resource_accounting"
 ROOT = Path(__file__).resolve().parents[1]
+ASSIGNMENTS = tuple(cohort.MISTAKES_OF)
+BOTH_WAYS = "resource_accounting"  # graded with and without overlap: the cheapest assignment
 CLUSTER = ROOT / "autograder" / "cohort" / "cluster"
 PER_TASK = 4  # submissions per array task on the single-node Slurm
-# The cohort cycles through these: the reference and each typical mistake.
-KINDS = (cohort.Member("correct", "solutions"),) + cohort.MISTAKES
+DEFAULT_SIZE = 4
+DEFAULT_GPU_SECONDS = 60.0
+# autograder.grading.runner.COMPILE_CHECKS, not imported: the runner's imports set the Triton mode in this
+# process's environment, which every command the bench runs would inherit.
+COMPILE_CHECKS = "test_gpu_compile.py"
+# The columns of where the grader's time goes (stage_breakdown's keys), with their headers.
+STAGES = {"batch": "batch", "stage": "stage", "static": "static checks", "sandbox": "sandbox start",
+          "tests": "tests", "compile": "compile checks", "reports": "reports", "rest": "rest"}
 
 
 @dataclass
@@ -64,17 +91,36 @@ class Row:
     seconds: float
     count: int = 1
     note: str = ""
+    assignment: str = ""
 
     @property
     def per_item(self) -> float:
         return self.seconds / self.count
 
 
-def build_cohort(dest: Path, size: int) -> list[Path]:
-    """`size` submissions, named student-NN-<kind>, cycling through the reference and the mistakes."""
+def kinds(assignment: str) -> tuple[cohort.Member, ...]:
+    """What the assignment's cohort cycles through: the reference, then each typical mistake."""
+    return (cohort.Member("correct", "solutions"),) + cohort.MISTAKES_OF[assignment]
+
+
+def build_cohort(dest: Path, assignment: str, size: int) -> list[Path]:
+    """`size` submissions of `assignment`, named student-NN-<kind>, cycling through the reference and the mistakes."""
     members = [cohort.Member(f"student-{i + 1:02d}-{kind.name}", kind.base, kind.edits)
-               for i, kind in zip(range(size), KINDS * size)]
-    return cohort.build(dest, [ASSIGNMENT], members)
+               for i, kind in zip(range(size), kinds(assignment) * size)]
+    return cohort.build(dest, [assignment], members)
+
+
+def default_way(workers: int, available: int | None = None) -> str:
+    """The overlap `--overlap auto` picks for `workers` on a machine with `available` cores."""
+    return "always" if overlaps("auto", workers, available) else "never"
+
+
+def batch_runs(assignment: str, available: int | None = None) -> list[tuple[str, int]]:
+    """The (overlap, workers) of the batches of one assignment: one worker then two, the default way;
+    both ways for BOTH_WAYS."""
+    if assignment == BOTH_WAYS:
+        return [(way, n) for way in ("always", "never") for n in (1, 2)]
+    return [(default_way(n, available), n) for n in (1, 2)]
 
 
 def environment() -> dict[str, str]:
@@ -90,15 +136,78 @@ def timed(command: list[str], cwd: Path, env: dict | None = None) -> tuple[float
     return time.perf_counter() - started, done
 
 
-def trusted_batch(cohort_dir: Path, out: Path, workers: int, overlap: str) -> Row:
+def trusted_batch(cohort_dir: Path, out: Path, workers: int, overlap: str, assignment: str) -> Row:
     """The grader's batch verb, as an instructor runs it, into a fresh gradebook."""
     flags = ["--workers", str(workers), "--overlap", overlap]
     seconds, done = timed([sys.executable, "-m", "autograder", "batch", str(cohort_dir), "--out", str(out), *flags], ROOT)
     if done.returncode != 0:
         raise RuntimeError(f"autograder batch failed (exit {done.returncode}):\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
     count = len(list(cohort_dir.iterdir()))
-    auto = " (the default here)" if overlaps("auto", workers) == (overlap == "always") else ""
-    return Row(f"trusted grader, batch {' '.join(flags)}", seconds, count, f"public + hidden tests, sandboxed{auto}")
+    auto = " (the default here)" if default_way(workers) == overlap else ""
+    builds = ", compile checks" if (ROOT / "autograder" / "suites" / assignment / COMPILE_CHECKS).is_file() else ""
+    return Row(f"trusted grader, batch {' '.join(flags)}", seconds, count,
+               f"public + hidden tests{builds}, sandboxed{auto}", assignment)
+
+
+def reports_of(out: Path, submissions: list[Path]) -> list[GradeReport]:
+    """The reports a batch wrote into `out`, one per submission."""
+    return [GradeReport.from_json((out / path.name / "report.json").read_text()) for path in submissions]
+
+
+def time_reports(out: Path) -> float:
+    """Seconds to write every file of a graded batch from its gradebook (what the batch does at its end)."""
+    from autograder.cohort.publish import publish
+
+    started = time.perf_counter()
+    publish(out)
+    return time.perf_counter() - started
+
+
+def stage_breakdown(reports: list[GradeReport], batch_seconds: float, reports_seconds: float) -> dict[str, float]:
+    """Seconds per submission in each step of the grading (STAGES), from the reports' timings
+    (autograder.grading.runner.TIMINGS), the batch's wall time and the time its reports took to write.
+
+    `sandbox` is the slot's build (under overlap, done while the previous submission grades) and what the
+    tests waited for the worker to boot, `tests` the pytest run less that wait and the compile checks,
+    `rest` the batch's time per submission that none of the others holds."""
+    timed_reports = [r.timings for r in reports if r.timings]
+    if not timed_reports:
+        raise RuntimeError("no report holds the grading's timings (GradeReport.timings)")
+
+    def mean(key: str) -> float:
+        return sum(t.get(key, 0.0) for t in timed_reports) / len(timed_reports)
+
+    parts = {"stage": mean("stage"), "static": mean("static"), "sandbox": mean("sandbox_build") + mean("sandbox_wait"),
+             "tests": max(mean("tests") - mean("compile") - mean("sandbox_wait"), 0.0), "compile": mean("compile"),
+             "reports": reports_seconds / len(reports)}
+    batch = batch_seconds / len(reports)
+    return {"batch": batch, **parts, "rest": batch - sum(parts.values())}
+
+
+def breakdown_rows(breakdowns: Mapping[str, Mapping[str, float]]) -> tuple[list[str], list[list[str]]]:
+    """The header and the rows of the table of where the grader's time goes, one row per assignment."""
+    header = ["assignment"] + [f"{title} (s)" for title in STAGES.values()]
+    return header, [[name] + [f"{parts[key]:.2f}" for key in STAGES] for name, parts in breakdowns.items()]
+
+
+def comparison_rows(measured: Mapping[str, Mapping[str, Row]], available: int | None = None
+                    ) -> tuple[list[str], list[list[str]]]:
+    """Per assignment: seconds per submission of the grader (its default overlap, one worker and two) and of
+    nbgrader, and nbgrader / grader."""
+    header = ["assignment", "grader, 1 worker (s)", "grader, 2 workers (s)", "nbgrader (s)",
+              "nbgrader / grader, 1 worker", "nbgrader / grader, 2 workers"]
+    body = []
+    for name, rows in measured.items():
+        one, two = (rows[default_way(n, available) + str(n)].per_item for n in (1, 2))
+        nb = rows.get("nbgrader")
+        tail = [f"{nb.per_item:.2f}", f"{nb.per_item / one:.1f}x", f"{nb.per_item / two:.1f}x"] if nb else ["", "", ""]
+        body.append([name, f"{one:.2f}", f"{two:.2f}"] + tail)
+    return header, body
+
+
+def seconds_per_submission(measured: Mapping[str, Mapping[str, Row]], available: int | None = None) -> dict[str, float]:
+    """Each assignment's seconds per submission: its one-worker batch with the default overlap."""
+    return {name: rows[default_way(1, available) + "1"].per_item for name, rows in measured.items()}
 
 
 EMPTY_ARRAY = """
@@ -112,12 +221,11 @@ assert [job.result() for job in jobs] == list(range(int(sys.argv[2])))
 """
 
 
-def slurm_path(cohort_dir: Path, work: Path, per_task: int) -> tuple[list[Row], dict[str, float]]:
-    """The same cohort through `batch --executor slurm` on a single-node Slurm started here
+def slurm_path(cohort_dir: Path, work: Path, per_task: int, assignment: str) -> tuple[list[Row], float]:
+    """The cohort through `batch --executor slurm` on a single-node Slurm started here
     (autograder/cohort/cluster/slurm-up.sh), and an array of as many tasks that do nothing (the overhead).
 
-    Returns the rows and the figures the projection needs: seconds to grade one submission inside a
-    task (the reports' execution_time, warm server) and seconds per task of the empty array."""
+    Returns the rows and the seconds per task of the empty array."""
     state = work / "slurm"
     up = subprocess.run([str(CLUSTER / "slurm-up.sh"), str(state)], capture_output=True, text=True)
     try:
@@ -125,103 +233,106 @@ def slurm_path(cohort_dir: Path, work: Path, per_task: int) -> tuple[list[Row], 
             raise RuntimeError(f"Slurm could not be started here: {up.stderr.strip()[-500:]}")
         env = environment()
         env.update(SLURM_CONF=str(state / "slurm.conf"), PATH=f"{CLUSTER / 'bin'}{os.pathsep}{env['PATH']}")
-        out = work / "grades-slurm"
         flags = ["--executor", "slurm", "--partition", "cpu", "--per-task", str(per_task)]
-        seconds, done = timed([sys.executable, "-m", "autograder", "batch", str(cohort_dir), "--out", str(out),
-                               *flags], ROOT, env)
+        seconds, done = timed([sys.executable, "-m", "autograder", "batch", str(cohort_dir), "--out",
+                               str(work / "grades-slurm"), *flags], ROOT, env)
         if done.returncode != 0:
             raise RuntimeError(f"batch --executor slurm failed (exit {done.returncode}):\n{done.stdout[-3000:]}")
         count = len(list(cohort_dir.iterdir()))
         tasks = -(-count // per_task)
-        inside = [GradeReport.from_json(p.read_text()).execution_time for p in (out / ".slurm" / "reports").glob("*/*.json")]
         empty, done = timed([sys.executable, "-c", EMPTY_ARRAY, str(work / "empty-array"), str(tasks)], ROOT, env)
         if done.returncode != 0:
             raise RuntimeError(f"the empty job array failed:\n{done.stderr[-3000:]}")
     finally:
         subprocess.run([str(CLUSTER / "slurm-down.sh"), str(state)], capture_output=True, text=True)
     rows = [Row(f"trusted grader, batch {' '.join(flags)}", seconds, count,
-                f"{tasks} array task(s), cpus_per_task 2, on a single-node Slurm on this machine"),
+                f"{tasks} array task(s), cpus_per_task 2, on a single-node Slurm on this machine", assignment),
             Row(f"Slurm overhead: an array of {tasks} task(s) that do nothing", empty, tasks,
                 "per task: scheduling, Python and submitit start-up, result file")]
-    return rows, {"inside": sum(inside) / len(inside), "task": empty / tasks}
+    return rows, empty / tasks
 
 
-def gpu_seconds(assumed: float) -> tuple[float, str]:
-    """Seconds to grade flash_attention (the GPU tests among them) on one GPU: measured on the reference
-    where this machine has a CUDA GPU, else `assumed`."""
-    import torch
-
-    if not torch.cuda.is_available():
-        return assumed, (f"{assumed:g} s per submission, assumed (no GPU here: make bench-grader on a GPU node "
-                         "measures it, or pass BENCH_GRADER_ARGS=--gpu-seconds S)")
-    with tempfile.TemporaryDirectory(prefix="llmsys-gpu-") as tmp:
-        (reference,) = cohort.build(Path(tmp), ["flash_attention"], [cohort.Member("correct", "solutions")])
-        from autograder.grading.client import grade
-
-        report = grade(reference, assignment="flash_attention")
-    return report.execution_time, (f"{report.execution_time:.1f} s per submission, measured on the reference "
-                                   f"on {torch.cuda.get_device_name()}")
+def gpu_seconds(assumed: float, has_gpu: bool, gpu_name: str = "") -> tuple[float, str]:
+    """Seconds per submission the projection adds for the tests that need a GPU, and what it says of them:
+    none where this machine has one (the batches graded them, so the measured seconds hold them),
+    else `assumed`."""
+    if has_gpu:
+        return 0.0, (f"graded in the batches measured here, on {gpu_name}, so they are in each assignment's "
+                     "seconds per submission")
+    return assumed, (f"{assumed:g} s per submission for all of them together, assumed, not measured: this machine "
+                     "has no GPU, so they were not graded here (on a GPU node, make bench-grader measures them in "
+                     "the batches; BENCH_GRADER_ARGS=--gpu-seconds S sets another assumption)")
 
 
-def projection(inside: float, task: float, gpu: float, per_task: int = 8, count: int = 600,
+def projection(per_submission: Mapping[str, float], task: float, gpu: float, per_task: int = 8, count: int = 600,
                nodes: tuple[int, ...] = (1, 8, 32)) -> list[tuple[int, float]]:
-    """Wall seconds to grade `count` submissions on each number of GPU nodes: tasks of `per_task`
-    submissions, one task per node at a time, each task `task` seconds of overhead plus `per_task` x
-    (`inside` + `gpu`) seconds of grading; waves of tasks until all are done."""
+    """Wall seconds to grade `count` submissions, each holding every assignment, on each number of GPU
+    nodes: tasks of `per_task` submissions, one task per node at a time, each task `task` seconds of
+    overhead plus `per_task` x (the assignments' seconds per submission, summed, + `gpu`) of grading;
+    waves of tasks until all are done."""
     tasks = -(-count // per_task)
-    one_task = task + per_task * (inside + gpu)
+    one_task = task + per_task * (sum(per_submission.values()) + gpu)
     return [(n, -(-tasks // n) * one_task) for n in nodes]
 
 
-def projection_markdown(figures: dict[str, float], gpu: float, gpu_note: str, per_task: int = 8) -> str:
-    lines = ["", f"Projection: 600 submissions, {per_task} per array task, both assignments", "",
+def projection_markdown(per_submission: Mapping[str, float], task: float, gpu: float, gpu_note: str,
+                        per_task: int = 8) -> str:
+    names = ", ".join(per_submission)
+    lines = ["", f"Projection: 600 submissions ({names}), {per_task} per array task", "",
              "| GPU nodes | wall time | submissions per hour |", "|---:|---:|---:|"]
-    for n, seconds in projection(figures["inside"], figures["task"], gpu, per_task):
+    for n, seconds in projection(per_submission, task, gpu, per_task):
         lines.append(f"| {n} | {seconds / 60:.0f} min | {600 / seconds * 3600:.0f} |")
+    measured = "; ".join(f"{name} {seconds:.1f} s" for name, seconds in per_submission.items())
     lines += ["", "Assumptions:",
-              f"- resource_accounting takes {figures['inside']:.1f} s per submission inside a task (its grading "
-              "server's start included), as measured here through Slurm; a GPU node's CPU is usually faster;",
-              f"- flash_attention, whose GPU tests need the GPU: {gpu_note};",
-              f"- each task costs {figures['task']:.1f} s of overhead (the empty array measured here) on top;",
+              f"- each submission is graded as here, per assignment (a batch with one worker, the grading server's "
+              f"start spread over the cohort): {measured}, {sum(per_submission.values()):.1f} s in all; a GPU "
+              "node's CPU is usually faster;",
+              f"- the tests that need a GPU (half precision, speed): {gpu_note};",
+              f"- each task costs {task:.1f} s of overhead (the empty array measured here) on top;",
               "- one task per node at a time, each with one GPU; tasks run in waves of as many as there are nodes;",
               "- no queue wait: the course's partition and QoS give the nodes at once; no task is preempted."]
     return "\n".join(lines) + "\n"
 
 
-def notebooks_course(course: Path, submissions: list[Path]) -> None:
-    """The nbgrader course with each submission collected as a notebook in submitted/<name>/."""
+def notebooks_course(course: Path, cohorts: Mapping[str, list[Path]]) -> None:
+    """The nbgrader course with each submission of each assignment collected as a notebook in
+    submitted/<name>/<assignment>/."""
     import nbformat
 
     from autograder.package import nbgrader
 
     nbgrader.build(course)
-    released = course / "release" / ASSIGNMENT
-    template = nbformat.read(released / f"{ASSIGNMENT}.ipynb", as_version=4)
-    for submission in submissions:
-        nb = nbformat.from_dict(template)
-        for cell in nb.cells:
-            rel = cell.metadata.get("llmsys", {}).get("module")
-            if rel:
-                code = (submission / rel).read_text(encoding="utf-8")
-                cell.source = f"%%writefile {rel}\n{code.rstrip()}"
-        folder = course / "submitted" / submission.name / ASSIGNMENT
-        shutil.copytree(released, folder)
-        nbformat.write(nb, folder / f"{ASSIGNMENT}.ipynb")
+    for assignment, submissions in cohorts.items():
+        released = course / "release" / assignment
+        template = nbformat.read(released / f"{assignment}.ipynb", as_version=4)
+        for submission in submissions:
+            nb = nbformat.from_dict(template)
+            for cell in nb.cells:
+                rel = cell.metadata.get("llmsys", {}).get("module")
+                if rel:
+                    code = (submission / rel).read_text(encoding="utf-8")
+                    cell.source = f"%%writefile {rel}\n{code.rstrip()}"
+            folder = course / "submitted" / submission.name / assignment
+            shutil.copytree(released, folder)
+            nbformat.write(nb, folder / f"{assignment}.ipynb")
 
 
-def nbgrader_autograde(course: Path, count: int) -> Row:
-    seconds, done = timed([sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT, "--create"], course)
+def nbgrader_autograde(course: Path, assignment: str, count: int) -> Row:
+    """`nbgrader autograde` of one assignment, with a Triton cache of its own: nothing built before this
+    run is reused (the grader's workers start from an empty one each)."""
+    env = environment()
+    env["TRITON_CACHE_DIR"] = str(Path(tempfile.mkdtemp(prefix=f"triton-{assignment}-", dir=course)))
+    seconds, done = timed([sys.executable, "-m", "nbgrader", "autograde", assignment, "--create"], course, env)
     if done.returncode != 0:
-        raise RuntimeError(f"nbgrader autograde failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
-    return Row("nbgrader autograde", seconds, count, "public + hidden test cells, in the student's kernel")
+        raise RuntimeError(f"nbgrader autograde {assignment} failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
+    return Row("nbgrader autograde", seconds, count, "public + hidden test cells, in the student's kernel", assignment)
 
 
-def student_loop(release: Path) -> list[Row]:
-    """`make test` in the student release on the stubs: each assignment, both, and the first failure."""
+def student_loop(release: Path, assignments: list[str]) -> list[Row]:
+    """`make test` in the student release on the stubs: each assignment, all, and the first failure."""
     make = ["make", "--no-print-directory", "test", f"PYTHON={sys.executable}"]
     rows = []
-    for label, args in ((ASSIGNMENT, f"tests/{ASSIGNMENT}"), ("flash_attention", "tests/flash_attention"),
-                        ("gpu_kernels", "tests/gpu_kernels"), ("all assignments", "")):
+    for label, args in [(name, f"tests/{name}") for name in assignments] + [("all assignments", "")]:
         seconds, _ = timed(make + [f"PYTEST_ARGS={args}"], release)
         rows.append(Row(f"student make test: {label}", seconds, note="stubs, after install"))
     rows.append(first_failure(release, make))
@@ -257,94 +368,153 @@ def machine() -> str:
             f"{platform.system()} {platform.release()}")
 
 
-def ratios(rows: dict[str, Row], available: int | None = None) -> list[str]:
-    """The comparisons: the second worker's gain each way, the overlap's, and nbgrader against the
-    default (`--overlap auto` on a machine with `available` cores)."""
+def ratios(rows: Mapping[str, Row], available: int | None = None) -> list[str]:
+    """One assignment's comparisons: where it was graded both ways, the second worker's gain each way and
+    the overlap's; always the default's (`--overlap auto` on a machine with `available` cores) gain."""
     lines = []
-    for way in ("never", "always"):
-        one, two = rows[f"{way}1"], rows[f"{way}2"]
-        lines.append(f"throughput gain of the second worker, --overlap {way}: {one.seconds / two.seconds:.2f}x "
-                     f"({one.per_item:.2f} s to {two.per_item:.2f} s per submission)")
-    lines.append(f"overlap within one worker: {rows['never1'].seconds / rows['always1'].seconds:.2f}x")
-    default = {n: rows[("always" if overlaps("auto", n, available) else "never") + str(n)] for n in (1, 2)}
+    if all(f"{way}{n}" in rows for way in ("always", "never") for n in (1, 2)):
+        for way in ("never", "always"):
+            one, two = rows[f"{way}1"], rows[f"{way}2"]
+            lines.append(f"throughput gain of the second worker, --overlap {way}: {one.seconds / two.seconds:.2f}x "
+                         f"({one.per_item:.2f} s to {two.per_item:.2f} s per submission)")
+        lines.append(f"overlap within one worker: {rows['never1'].seconds / rows['always1'].seconds:.2f}x")
+    default = {n: rows[default_way(n, available) + str(n)] for n in (1, 2)}
     lines.append(f"the default (--overlap auto), one worker to two: {default[1].per_item:.2f} s to "
                  f"{default[2].per_item:.2f} s per submission ({default[1].seconds / default[2].seconds:.2f}x)")
-    if "nbgrader" in rows:
-        nb = rows["nbgrader"]
-        lines.append(f"nbgrader autograde / trusted batch (default), per submission: "
-                     f"{nb.per_item / default[1].per_item:.2f}x with one worker, {nb.per_item / default[2].per_item:.2f}x with two")
     return lines
 
 
-def markdown(rows: list[Row], lines: list[str], size: int, host: str) -> str:
-    out = [f"Cohort: {size} resource_accounting submissions (the reference and its typical mistakes). "
-           f"Machine: {host}.", "", "| run | seconds | per submission | note |", "|---|---:|---:|---|"]
-    for row in rows:
-        per = f"{row.per_item:.2f}" if row.count > 1 else ""
-        out.append(f"| {row.what} | {row.seconds:.1f} | {per} | {row.note} |")
-    return "\n".join(out + [""] + [f"- {line}" for line in lines]) + "\n"
+TEXT_COLUMNS = ("assignment", "run", "note")  # left-aligned; the others hold numbers
+
+
+def markdown_table(header: list[str], body: list[list[str]]) -> str:
+    align = ["---" if cell in TEXT_COLUMNS else "---:" for cell in header]
+    return "\n".join("| " + " | ".join(cells) + " |" for cells in [header, align, *body]) + "\n"
+
+
+def rich_table(title: str, header: list[str], body: list[list[str]]) -> Table:
+    table = Table(*header, title=title)
+    for cells in body:
+        table.add_row(*cells)
+    return table
+
+
+def runs_rows(rows: list[Row]) -> tuple[list[str], list[list[str]]]:
+    header = ["assignment", "run", "seconds", "per submission", "note"]
+    return header, [[row.assignment, row.what, f"{row.seconds:.1f}", f"{row.per_item:.2f}" if row.count > 1 else "",
+                     row.note] for row in rows]
+
+
+def report_text(tables: list[tuple[str, list[str], list[list[str]]]], lines: list[str], size: int, host: str,
+                assignments: list[str]) -> str:
+    """The Markdown of `--out`: the cohort and machine, then each table under its title, then the lines."""
+    out = [f"Cohort: {size} submissions of each of {', '.join(assignments)} (the reference and its typical "
+           f"mistakes). Machine: {host}.", ""]
+    for title, header, body in tables:
+        out += [f"{title}:", "", markdown_table(header, body)]
+    return "\n".join(out + [f"- {line}" for line in lines]) + "\n"
+
+
+def grade_assignment(assignment: str, work: Path, size: int, console: Console) -> tuple[dict[str, Row], list[Path],
+                                                                                        dict[str, float]]:
+    """One assignment's cohort through the grader's batches; its rows, its submissions, where its time goes."""
+    submissions = build_cohort(work / "cohort" / assignment, assignment, size)
+    rows: dict[str, Row] = {}
+    for way, n in batch_runs(assignment):
+        console.print(f"{assignment}: grading {size} submissions with the trusted grader, {n} worker(s), "
+                      f"--overlap {way} ...")
+        rows[f"{way}{n}"] = trusted_batch(work / "cohort" / assignment, work / f"grades-{assignment}-{way}-{n}", n,
+                                          way, assignment)
+    out = work / f"grades-{assignment}-{default_way(1)}-1"
+    breakdown = stage_breakdown(reports_of(out, submissions), rows[f"{default_way(1)}1"].seconds, time_reports(out))
+    return rows, submissions, breakdown
 
 
 def run(size: int, out: Path, with_nbgrader: bool, console: Console, with_slurm: bool = True,
-        assumed_gpu: float = 60.0) -> str:
+        assumed_gpu: float = DEFAULT_GPU_SECONDS, assignments: list[str] | None = None) -> str:
+    assignments = list(assignments or ASSIGNMENTS)
+    measured: dict[str, dict[str, Row]] = {}
+    cohorts: dict[str, list[Path]] = {}
+    breakdowns: dict[str, dict[str, float]] = {}
     cluster_rows: list[Row] = []
     cluster_text = ""
     with tempfile.TemporaryDirectory(prefix="llmsys-bench-") as tmp:
         work = Path(tmp)
-        submissions = build_cohort(work / "cohort", size)
-        measured: dict[str, Row] = {}
-        for way in ("always", "never"):
-            console.print(f"grading {size} submissions with the trusted grader, --overlap {way}, one worker then two ...")
-            for n in (1, 2):
-                measured[f"{way}{n}"] = trusted_batch(work / "cohort", work / f"grades-{way}-{n}", n, way)
-        if with_slurm:
-            console.print(f"the same submissions through --executor slurm on a single-node Slurm, {PER_TASK} per task ...")
-            try:
-                cluster_rows, figures = slurm_path(work / "cohort", work, PER_TASK)
-                gpu, gpu_note = gpu_seconds(assumed_gpu)
-                cluster_text = projection_markdown(figures, gpu, gpu_note)
-            except RuntimeError as exc:
-                cluster_text = f"\nThe Slurm path was not measured: {exc}\n"
+        for name in assignments:
+            measured[name], cohorts[name], breakdowns[name] = grade_assignment(name, work, size, console)
         if with_nbgrader:
             console.print("the same submissions as notebooks through nbgrader autograde ...")
-            notebooks_course(work / "course", submissions)
-            measured["nbgrader"] = nbgrader_autograde(work / "course", size)
+            notebooks_course(work / "course", cohorts)
+            for name in assignments:
+                measured[name]["nbgrader"] = nbgrader_autograde(work / "course", name, size)
+        if with_slurm:
+            first = assignments[0]
+            console.print(f"{first} through --executor slurm on a single-node Slurm, {PER_TASK} per task ...")
+            try:
+                cluster_rows, task = slurm_path(work / "cohort" / first, work, PER_TASK, first)
+                import torch
+
+                has_gpu = torch.cuda.is_available()
+                gpu, gpu_note = gpu_seconds(assumed_gpu, has_gpu, torch.cuda.get_device_name() if has_gpu else "")
+                cluster_text = projection_markdown(seconds_per_submission(measured), task, gpu, gpu_note)
+            except RuntimeError as exc:
+                cluster_text = f"\nThe Slurm path was not measured: {exc}\n"
         console.print("the student loop: make test in the student release ...")
         from autograder.package import release
 
         release.build(work / "student")
-        student = student_loop(work / "student")
-    rows = list(measured.values()) + cluster_rows + student
-    host = machine()
-    table = Table("run", "seconds", "per submission", "note", title="grading loop")
-    for row in rows:
-        table.add_row(row.what, f"{row.seconds:.1f}", f"{row.per_item:.2f}" if row.count > 1 else "", row.note)
-    console.print(table)
-    lines = ratios(measured, cores())
+        student = student_loop(work / "student", assignments)
+    rows = [row for name in assignments for row in measured[name].values()] + cluster_rows + student
+    tables = [("Grading loop", *runs_rows(rows)),
+              ("Seconds per submission, trusted grader (its default overlap) and nbgrader", *comparison_rows(measured)),
+              ("Where the trusted grader's time goes, seconds per submission (one worker)",
+               *breakdown_rows(breakdowns))]
+    lines = [f"{name}: {line}" for name in assignments for line in ratios(measured[name], cores())]
+    for title, header, body in tables:
+        console.print(rich_table(title, header, body))
     for line in lines:
         console.print(line)
-    text = markdown(rows, lines, size, host) + cluster_text
     console.print(cluster_text)
+    text = report_text(tables, lines, size, machine(), assignments) + cluster_text
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")
     console.print(f"wrote {out}")
     return text
 
 
-def main(argv: list[str] | None = None) -> int:
+def assignment_list(text: str) -> list[str]:
+    """`--assignments a,b`: known assignments, each once, in the order given."""
+    names = list(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
+    unknown = [name for name in names if name not in ASSIGNMENTS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"{', '.join(unknown) or 'none given'}: name one or more of "
+                                         f"{', '.join(ASSIGNMENTS)}, separated by commas")
+    return names
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", type=int, default=20, help="submissions in the cohort (default 20)")
-    parser.add_argument("--out", type=Path, default=Path("build/bench_grader.md"), help="the Markdown table")
+    parser.add_argument("--size", type=int, default=DEFAULT_SIZE,
+                        help=f"submissions in each assignment's cohort (default {DEFAULT_SIZE})")
+    parser.add_argument("--assignments", type=assignment_list, default=list(ASSIGNMENTS), metavar="A,B",
+                        help=f"only these assignments (default: {','.join(ASSIGNMENTS)})")
+    parser.add_argument("--out", type=Path, default=Path("build/bench_grader.md"), help="the Markdown tables")
     parser.add_argument("--no-nbgrader", dest="nbgrader", action="store_false", help="leave nbgrader out")
     parser.add_argument("--no-slurm", dest="slurm", action="store_false",
-                        help="leave out the Slurm path (which starts a single-node Slurm: root and apt-get)")
-    parser.add_argument("--gpu-seconds", type=float, default=60.0, metavar="S",
-                        help="for the projection where there is no GPU: seconds to grade flash_attention on one "
-                        "GPU (default 60, an assumption; measured instead where CUDA is available)")
+                        help="leave out the Slurm path and the projection (a single-node Slurm: root and apt-get)")
+    parser.add_argument("--gpu-seconds", type=float, default=DEFAULT_GPU_SECONDS, metavar="S",
+                        help="for the projection where there is no GPU: seconds per submission of the tests that "
+                        f"need one, all assignments together (default {DEFAULT_GPU_SECONDS:g}, an assumption; "
+                        "graded and measured instead where CUDA is available)")
     args = parser.parse_args(argv)
     if args.size < 2:
         parser.error("--size must be at least 2 (two workers need two submissions)")
-    run(args.size, args.out, args.nbgrader, Console(), args.slurm, args.gpu_seconds)
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    run(args.size, args.out, args.nbgrader, Console(), args.slurm, args.gpu_seconds, args.assignments)
     return 0
 
 

@@ -53,6 +53,33 @@ MISTAKES = (
         "x = checkpoint(run, layers[start:start + size], x, use_reentrant=True)"),)),
 )
 
+# The typical mistakes of each assignment (the benchmark's cohorts, autograder/bench.py). Two of them
+# are right on a CPU and wrong only for the GPU's compiler: they lose compile points alone.
+MISTAKES_OF = {
+    "resource_accounting": MISTAKES,
+    "flash_attention": (
+        Member("mistake-unrescaled-running-sum", "solutions", (Edit(
+            "flash_attention/flash_pytorch.py", "l = alpha * l + p.sum(dim=-1)", "l = l + p.sum(dim=-1)"),)),
+        Member("mistake-p-not-cast-for-the-dot", "solutions", (Edit(
+            "flash_attention/flash_triton.py", "_dot(p.to(v.dtype), v, DOT_FP32)", "_dot(p, v, DOT_FP32)"),)),
+        Member("mistake-backward-flops", "solutions", (Edit(
+            "flash_attention/analysis.py", "flops *= 2.5", "flops *= 2"),)),
+        Member("mistake-mask-hides-the-diagonal", "solutions", (Edit(
+            "flash_attention/flash_pytorch.py", "rows[:, None] < cols[None, :]", "rows[:, None] <= cols[None, :]"),)),
+    ),
+    "gpu_kernels": (
+        Member("mistake-tiles-rounded-down", "solutions", (Edit(
+            "gpu_kernels/cost.py", "return -(-m // tile_m) * -(-n // tile_n)",
+            "return (m // tile_m) * (n // tile_n)"),)),
+        Member("mistake-fp32-dot", "solutions", (Edit(
+            "gpu_kernels/matmul.py", "DOT_FP32=interpreted() or a.dtype == torch.float32", "DOT_FP32=True"),)),
+        Member("mistake-benchmark-mean", "solutions", (Edit(
+            "gpu_kernels/measure.py", "return statistics.median(times)", "return statistics.mean(times)"),)),
+        Member("mistake-softmax-passes", "solutions", (Edit(
+            "gpu_kernels/cost.py", "(passes + 1) * elements", "2 * elements"),)),
+    ),
+}
+
 # Appended to each stub module: replace each of the module's own functions by `_cheat(its name, ...)`.
 _REPLACE = """
 import types as _types

@@ -93,6 +93,9 @@ class GradeReport:
     # Set when nothing of the submission could be graded (autograder.grading.intake refused it): the
     # reason, which every report shows first; such a report has no tests and is never a score of 0.
     not_gradable: str = ""
+    # Seconds of the grading's steps, as the runner timed them (autograder.grading.runner.TIMINGS says
+    # which); empty in a report written before they were timed.
+    timings: dict[str, float] = field(default_factory=dict)
 
     def __setattr__(self, name: str, value) -> None:
         if name == "submission":

@@ -57,6 +57,12 @@ ROOT = Path(__file__).resolve().parents[2]
 SOLUTIONS = ROOT / "solutions"
 JOB_LIMIT = 3600.0
 CHILDREN_PATIENCE = 30.0  # seconds an ending --serve runner waits for its children to clean up
+COMPILE_CHECKS = "test_gpu_compile.py"  # the suites' GPU build checks (kernels.crosscompile)
+# GradeReport.timings, in seconds: the slot built (stage folder, worker library, worker launched; under
+# --serve while the previous submission grades), the submission opened into the stage (copied, unpacked),
+# the static checks and written answers read, the whole pytest run, and within it the compile checks
+# (their tests' set-up, call and tear-down) and the calls' waits for the worker to finish booting.
+TIMINGS = ("sandbox_build", "stage", "static", "tests", "compile", "sandbox_wait")
 
 
 def known_assignments() -> list[str]:
@@ -83,6 +89,11 @@ class GraderPlugin:
     student: RemoteStudent
     violations: list = field(default_factory=list)
     report: GradeReport | None = None
+    compile_seconds: float = 0.0  # of the compile checks' tests
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if COMPILE_CHECKS in report.nodeid.partition("::")[0]:
+            self.compile_seconds += report.duration
 
     @pytest.hookimpl
     def pytest_llmsys_student(self, config: pytest.Config) -> RemoteStudent:
@@ -126,6 +137,7 @@ class Slot:
     """
 
     def __init__(self, protections: policy.Protections, gpu: bool) -> None:
+        started = time.monotonic()
         self.worker: Worker | None = None
         self.stage = stages.make("grade")
         _SLOTS.append(self)  # from here on, an ending runner closes it (see _end)
@@ -133,6 +145,7 @@ class Slot:
         (self.stage / "submission").mkdir(mode=0o755)
         self.worker = Worker(lib, self.stage / "submission", self.stage / "scratch", protections, gpu)
         self.worker.prestart()
+        self.built = time.monotonic() - started
 
     def close(self) -> None:
         """Stop the worker and delete the stage; never raises (a report written before is kept)."""
@@ -207,25 +220,31 @@ class Job:
 def run(job: Job, slot: Slot, protections: policy.Protections, timeout: float) -> GradeReport:
     started = time.monotonic()
     submission = open_submission(Path(job.submission), slot.stage, known_assignments())
+    timings = {"sandbox_build": slot.built, "stage": time.monotonic() - started}
     if submission.refused:  # nothing to grade: "not gradable", with the reason, rather than 0 points
         return GradeReport(submission.name, log=protections.lines() + submission.problems,
-                           execution_time=time.monotonic() - started, not_gradable=submission.refused)
+                           execution_time=time.monotonic() - started, not_gradable=submission.refused,
+                           timings=rounded(timings))
     chosen = job.assignments or submission.packages or known_assignments()
     violations = scan(submission, chosen)
     # The written answers are read now, as the submission gave them, before any of its code runs. A
     # --select leaves them out unless it names them ("written", or e.g. "written or test_memory").
     answers = [] if job.select and "written" not in job.select else [
         r for name in chosen for r in written.written_results(name, submission.root / name, SOLUTIONS)]
+    timings["static"] = time.monotonic() - started - timings["stage"]
     grader = GraderPlugin(RemoteStudent(slot.worker, timeout), violations)
     impl.activate(SOLUTIONS)
     args = ["-q", "--no-header", "--tb=short", "-p", "no:cacheprovider", "-p", "no:logging",
             "-p", "no:unraisableexception", f"--rootdir={ROOT}"]
     args += ["-k", job.select] if job.select else []
     args += ["--seed", str(job.seed)] if job.seed is not None else []
+    tests_started = time.monotonic()
     try:
         code = pytest.main(args + [p for a in chosen for p in test_paths(a)], plugins=[grader])
     finally:
         slot.worker.stop()
+    timings.update(tests=time.monotonic() - tests_started, compile=grader.compile_seconds,
+                   sandbox_wait=slot.worker.waited)
     report = grader.report or GradeReport(submission="")
     if grader.report is not None:
         report.tests = report.tests + answers
@@ -234,7 +253,13 @@ def run(job: Job, slot: Slot, protections: policy.Protections, timeout: float) -
                   + submission.problems + [f"static check: {v.message}" for v in violations]
                   + report.log + [f"worker started {slot.worker.starts} time(s); pytest exit code {int(code)}"])
     report.execution_time = time.monotonic() - started
+    report.timings = rounded(timings)
     return report
+
+
+def rounded(timings: dict[str, float]) -> dict[str, float]:
+    """The timings taken, in the order of TIMINGS, to the millisecond."""
+    return {name: round(timings[name], 3) for name in TIMINGS if name in timings}
 
 
 def grade_one(job: Job, timeout: float, sandbox: str) -> None:

@@ -126,6 +126,7 @@ class Worker:
         self.account: user.Account | None = None  # the worker's own user, where it runs as one
         self.shared = False
         self.meter: Meter | None = None  # the last call's use of the machine
+        self.waited = 0.0  # seconds the calls waited for a worker to finish booting (its handshake)
 
     def prestart(self) -> None:
         if self.current is None:
@@ -188,10 +189,13 @@ class Worker:
         if self.account is not None and not self.shared:  # the submission is in place by the first call
             user.share_read_only(self.submission)
             self.shared = True
+        started = time.monotonic()
         try:
             self.current.wait_ready(self.protections.limits.start_timeout)
         except (FrameError, OSError, wire.WireError) as exc:
             raise self._failure(exc, self.protections.limits.start_timeout, starting=True) from None
+        finally:
+            self.waited += time.monotonic() - started
         return self.current
 
     def _discard(self, settle: float = 0.0) -> int | None:
