@@ -67,6 +67,7 @@ from rich.table import Table
 from autograder.cohort import sample as cohort
 from autograder.grading.client import cores, overlaps
 from autograder.grading.results import GradeReport
+from autograder.report import submission_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENTS = tuple(cohort.MISTAKES_OF)
@@ -151,7 +152,8 @@ def trusted_batch(cohort_dir: Path, out: Path, workers: int, overlap: str, assig
 
 def reports_of(out: Path, submissions: list[Path]) -> list[GradeReport]:
     """The reports a batch wrote into `out`, one per submission."""
-    return [GradeReport.from_json((out / path.name / "report.json").read_text()) for path in submissions]
+    return [GradeReport.from_json((submission_folder(out, path.name) / "report.json").read_text())
+            for path in submissions]
 
 
 def time_reports(out: Path) -> float:

@@ -7,7 +7,7 @@ Each entry of the folder that is a folder or a .zip is one submission, named aft
 a crash, or after adding or changing a few submissions, grades only what is new. Grading runs in
 `workers` threads (each grading runs its own subprocesses, so threads suffice), or on a Slurm
 cluster with `executor=SlurmExecutor(...)` (autograder.cohort.executors); results are written to
-out/<name>/ and recorded in out/gradebook.sqlite by the main thread alone, as they arrive. At the end
+out/submissions/<name>/ and recorded in out/gradebook.sqlite by the main thread alone, as they arrive. At the end
 every file is written again from the gradebook (autograder.cohort.publish): each submission's reports
 (hand-graded points and the late policy included), out/grades.csv and the cohort report,
 out/report/index.html.
@@ -23,7 +23,7 @@ from rich.text import Text
 
 from autograder.cohort.course import COURSE_FILE, CourseError
 from autograder.cohort.executors import ExecutorError, LocalExecutor, Outcome, SlurmExecutor
-from autograder.report import write_all
+from autograder.report import submission_folder, write_all
 from autograder.report.gradebook import Gradebook
 from autograder.report.text import clean
 from autograder.grading.results import GradeReport
@@ -36,18 +36,13 @@ class BatchError(Exception):
     """The batch cannot start: the folder is missing, two entries share a name, or workers < 1."""
 
 
-# What the batch writes into OUT beside the submissions' folders: a submission of one of these names (compared
-# without case, as on macOS and Windows) would write its reports over them, or they over its reports.
-RESERVED_NAMES = frozenset({"gradebook.sqlite", "gradebook.sqlite-journal", "gradebook.sqlite-wal", "gradebook.sqlite-shm",
-                            "grades.csv", "report", "manual", "similarity.csv", "canvas.csv", "lms.csv"})
-
-
 def submission_entries(directory: Path) -> tuple[dict[str, Path], list[str]]:
     """{name: path} of the folder's submissions, and the names of the entries that are not one.
 
     Hidden entries (.git, .DS_Store) are ignored. Two entries with one name (alice/ and alice.zip)
-    are refused: which one to grade is the instructor's call; so is a submission named like a file the
-    batch writes into OUT (RESERVED_NAMES), before anything is graded.
+    are refused: which one to grade is the instructor's call. Any other name is fine: each submission's files
+    go to a folder of its own (OUT/submissions/<name>/, autograder.report.submission_folder), apart from the
+    batch's own files.
     """
     found: dict[str, Path] = {}
     ignored = []
@@ -58,10 +53,6 @@ def submission_entries(directory: Path) -> tuple[dict[str, Path], list[str]]:
             ignored.append(entry.name)
             continue
         name = submission_name(entry) if entry.is_file() else entry.name
-        if name.casefold() in RESERVED_NAMES:
-            raise BatchError(clean(f"{entry.name} in {directory} is submission {name!r}, a name the batch gives its "
-                                   f"own files in the output folder ({', '.join(sorted(RESERVED_NAMES))}): rename "
-                                   f"it (e.g. {name}-submission); nothing was graded"))
         if name in found:
             raise BatchError(clean(f"{found[name].name} and {entry.name} in {directory} are both submission "
                                    f"{name!r}: remove or rename one of them"))
@@ -196,9 +187,10 @@ def _store(name: str, digest: str, outcome: Outcome, out: Path, book: Gradebook,
     else:
         book.record(name, digest, report)
     try:
-        write_all(report, out / name)
+        write_all(report, submission_folder(out, name))
     except OSError as exc:
-        console.print(Text(clean(f"{name}: its grade is stored, but its files could not be written to {out / name} "
+        console.print(Text(clean(f"{name}: its grade is stored, but its files could not be written to "
+                                 f"{submission_folder(out, name)} "
                                  f"({type(exc).__name__}: {exc}); `python -m autograder report {out}` writes them "
                                  "again"), style="red"), soft_wrap=True)
 

@@ -3,7 +3,8 @@
     publish(Path("out"))    # after batch, regrade, manual import, new submission times; `autograder report OUT`
 
 rewrites, from OUT/gradebook.sqlite alone:
-  OUT/<name>/results.json, junit.xml, feedback.md, report.json   each submission's views of its stored report
+  OUT/submissions/<name>/results.json, junit.xml,
+      feedback.md, report.json                                  each submission's views of its stored report
       (hand-graded points included), with the late policy's section and penalised score where one applies
   OUT/grades.csv                                                 the gradebook's export
   OUT/manual/*.html, *.csv                                       the grading sheets, where they were exported
@@ -27,7 +28,7 @@ from pathlib import Path
 from autograder.cohort.answers import default_course, released_keys
 from autograder.cohort.late import Lateness, feedback_lines, mark_adjusted, with_late_section
 from autograder.grading.results import GradeReport
-from autograder.report import write_all
+from autograder.report import SUBMISSIONS, submission_folder, write_all
 from autograder.report.answers import AnswerKey
 from autograder.report.gradebook import MISSING, Final, Gradebook, finals
 from autograder.report.gradescope import with_late
@@ -52,9 +53,9 @@ def publish(out: Path, *, course: Path | None = None, now: datetime | None = Non
     with Gradebook(out / "gradebook.sqlite") as book:
         late, final = book.late(), finals(book)
         for row in book.rows():
-            folder = out / row["name"]
-            if folder.parent.resolve() != out.resolve() or row["status"] == MISSING:
-                continue  # a name that is not one folder inside OUT (never made by a batch), or no submission
+            folder = submission_folder(out, row["name"])
+            if folder.resolve().parent != (out / SUBMISSIONS).resolve() or row["status"] == MISSING:
+                continue  # a name that is not one folder of OUT/submissions (never made by a batch), or no submission
             report = book.report(row["name"]) or GradeReport(row["name"], log=[GRADER_FAILED])
             try:
                 write_submission(report, folder, late.get(row["name"], {}), released, final.get(row["name"], {}))

@@ -6,6 +6,10 @@ the assignments in `released`, autograder/cohort/answers.py, where their release
   junit.xml     JUnit XML, one testsuite per assignment
   feedback.md   the student's feedback (hidden tests only as a count)
   report.json   GradeReport.to_json(), the lossless form the others can be rebuilt from
+
+In a batch's output folder each submission's files go to `submission_folder(OUT, name)`, i.e.
+OUT/submissions/<name>/, apart from the batch's own files (gradebook.sqlite, grades.csv, report/, manual/ ...):
+no submission name can collide with one of them.
 """
 
 from __future__ import annotations
@@ -20,7 +24,14 @@ from autograder.report.markdown import feedback_markdown
 from autograder.grading.results import GradeReport
 from autograder.report.answers import AnswerKey
 
-__all__ = ["feedback_markdown", "junit_xml", "results_json", "write_all"]
+__all__ = ["SUBMISSIONS", "feedback_markdown", "junit_xml", "results_json", "submission_folder", "write_all"]
+
+SUBMISSIONS = "submissions"  # the folder of a batch's output that holds one folder per submission
+
+
+def submission_folder(out: Path, name: str) -> Path:
+    """OUT/submissions/<name>/: where a batch writes one submission's files (write_all)."""
+    return Path(out) / SUBMISSIONS / name
 
 
 def write_all(report: GradeReport, out: Path, released: Mapping[str, AnswerKey] | None = None) -> None:

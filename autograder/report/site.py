@@ -41,6 +41,7 @@ from typing import NamedTuple
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markdown_it import MarkdownIt
 
+from autograder.report import SUBMISSIONS, submission_folder
 from autograder.report.gradebook import (late_rows, open_read_only, result_rows, roster_sections, roster_view,
                                          submission_rows)
 from autograder.report.markdown import feedback_markdown
@@ -210,7 +211,7 @@ class Submission:
 
 def load(out: Path) -> list[Submission]:
     """Every submission of the gradebook in OUT, with its tests (each with its task, from the stored
-    report) and its feedback (OUT/<name>/feedback.md, else rebuilt from the stored report)."""
+    report) and its feedback (OUT/submissions/<name>/feedback.md, else rebuilt from the stored report)."""
     db = open_read_only(out / "gradebook.sqlite")
     try:
         rows, results, late, sections = submission_rows(db), result_rows(db), late_rows(db), roster_sections(db)
@@ -246,8 +247,8 @@ def _add_details(tests: list[dict], stored: list[dict]) -> None:
 
 
 def _feedback(out: Path, name: str, report: str | None) -> str:
-    path = out / name / "feedback.md"
-    if path.parent.parent.resolve() == out.resolve() and path.is_file():
+    path = submission_folder(out, name) / "feedback.md"
+    if path.parent.resolve().parent == (out / SUBMISSIONS).resolve() and path.is_file():
         return path.read_text(encoding="utf-8", errors="replace")
     try:
         return feedback_markdown(GradeReport.from_json(report)) if report else ""

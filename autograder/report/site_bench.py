@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from autograder.report import write_all
+from autograder.report import submission_folder, write_all
 from autograder.report.gradebook import Gradebook
 from autograder.grading.results import GradeReport, TestResult
 
@@ -53,7 +53,7 @@ def synthetic_report(name: str, rng: random.Random, layout=LAYOUT) -> GradeRepor
 
 
 def synthetic_cohort(out: Path, size: int, seed: int = 0, errors: int | None = None, layout=LAYOUT) -> list[str]:
-    """Fill out/gradebook.sqlite (and out/<name>/) with `size` submissions, `errors` of them (default one
+    """Fill out/gradebook.sqlite (and out/submissions/<name>/) with `size` submissions, `errors` of them (default one
     in fifty) recorded as grader errors; return their names."""
     rng = random.Random(seed)
     errors = max(1, size // 50) if errors is None else errors
@@ -66,7 +66,7 @@ def synthetic_cohort(out: Path, size: int, seed: int = 0, errors: int | None = N
                                   "RuntimeError: the grading server died")
                 continue
             report = synthetic_report(name, rng, layout)
-            write_all(report, out / name)
+            write_all(report, submission_folder(out, name))
             book.record(name, digest, report)
         book.export_csv(out / "grades.csv")
     return names

@@ -237,12 +237,12 @@ def test_batch_keeps_raw_and_penalised_and_ignores_times_inside_submissions(tmp_
         {"alpha": "2.0", "total": "3.0", "alpha penalised": "0.0", "beta penalised": "1.0", "total penalised": "1.0",
          "alpha days late": "2", "beta days late": "0"}  # days late per assignment, never summed
     assert (rows["bob"]["total"], rows["bob"]["total penalised"]) == ("1.0", "1.0")
-    feedback = (out / "alice" / "feedback.md").read_text()
+    feedback = (out / "submissions" / "alice" / "feedback.md").read_text()
     assert "- alpha: submitted 2027-01-21T18:00-08:00, due 2027-01-20T17:00-08:00; 2 days late: 100% off" in feedback
     with Gradebook(out / "gradebook.sqlite") as book:
         assert book.late()["carol"]["alpha"]["note"] == "no submission time: treated as on time"
     run_batch(cohort, out, grade_fn=toy_grade, console=quiet(), late=(policy, times))  # nothing regraded
-    assert (out / "alice" / "feedback.md").read_text() == feedback
+    assert (out / "submissions" / "alice" / "feedback.md").read_text() == feedback
 
 
 OLD_SCHEMA_ROW = ("alice", "d1", "graded", 2.0, 3.0, '{"alpha": [2.0, 2.0], "beta": [0.0, 1.0]}', "", "2026-01-01",

@@ -140,8 +140,8 @@ def check(out: Path) -> None:
     index = (out / "report" / "index.html").read_text()
     assert sorted(grades) == sorted(rows)
     for name, (status, message) in rows.items():
-        feedback = (out / name / "feedback.md").read_text()
-        results = json.loads((out / name / "results.json").read_text())
+        feedback = (out / "submissions" / name / "feedback.md").read_text()
+        results = json.loads((out / "submissions" / name / "results.json").read_text())
         row = grades[name]
         assert row["status"] == status
         if status == "not_gradable":

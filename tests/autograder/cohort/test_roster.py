@@ -196,11 +196,11 @@ def test_the_batch_applies_the_course_file_and_every_file_shows_it(tmp_path):
     grades = {r["name"]: r for r in csv.DictReader((tmp_path / "out" / "grades.csv").open())}
     assert (grades["bo_chen"]["alpha"], grades["bo_chen"]["alpha final"]) == ("1.0", "2.0")
     assert grades["s3"]["status"] == "missing"
-    results = json.loads((tmp_path / "out" / "bo_chen" / "results.json").read_text())
+    results = json.loads((tmp_path / "out" / "submissions" / "bo_chen" / "results.json").read_text())
     assert results["score"] == 2.0 and results["output"].startswith("Set by the course staff:")
-    feedback = (tmp_path / "out" / "bo_chen" / "feedback.md").read_text()
+    feedback = (tmp_path / "out" / "submissions" / "bo_chen" / "feedback.md").read_text()
     assert "**2 / 2** points, set by the course staff" in feedback and "q1 test was wrong" not in feedback
-    assert not (tmp_path / "out" / "s3").exists()  # no submission, no folder
+    assert not (tmp_path / "out" / "submissions" / "s3").exists()  # no submission, no folder
     site = (tmp_path / "out" / "report" / "index.html").read_text()
     assert 'id="audit-table"' in site and "the q1 test was wrong" in site and "Cy Dahl" in site
     assert 'id="unknown-submissions"' in site and "<code>stranger</code>" in site

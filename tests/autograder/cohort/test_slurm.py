@@ -113,7 +113,7 @@ def test_the_cluster_grades_the_cohort_as_this_machine_does(sample, tmp_path):
     reports = tmp_path / "out" / ".slurm" / "reports"
     assert sorted(p.parent.name for p in reports.glob("*/*.json")) == sorted(local)
     for name in local:
-        assert (tmp_path / "out" / name / "feedback.md").is_file()
+        assert (tmp_path / "out" / "submissions" / name / "feedback.md").is_file()
     # Rerunning submits nothing: every submission has a report for its digest.
     again = slurm_executor()
     run_batch(directory, tmp_path / "out", console=quiet(), executor=again)

@@ -125,7 +125,7 @@ def test_a_static_check_names_the_import_of_the_grader(graded):
 
 def test_forged_reports_do_not_replace_the_graders(graded):
     out = graded["_out"]
-    results = json.loads((out / "cheat-forge-reports" / "results.json").read_text())
+    results = json.loads((out / "submissions" / "cheat-forge-reports" / "results.json").read_text())
     assert results["score"] == 0
     assert not (ROOT / "results.json").exists() and not (ROOT / "report.json").exists()
 
@@ -133,7 +133,7 @@ def test_forged_reports_do_not_replace_the_graders(graded):
 def test_results_json_is_valid_for_gradescope(graded):
     schema = json.loads((ROOT / "autograder" / "report" / "gradescope_schema.json").read_text())
     for name in ("correct", "stubs", "cheat-endless-loop"):
-        jsonschema.validate(json.loads((graded["_out"] / name / "results.json").read_text()), schema)
+        jsonschema.validate(json.loads((graded["_out"] / "submissions" / name / "results.json").read_text()), schema)
 
 
 def test_the_gradebook_holds_each_submission_once_with_its_score(graded):

@@ -159,13 +159,13 @@ def test_publish_writes_the_answers_into_feedback_and_results_only_after_the_rel
         book.record("alice", "digest", report())
     key = answer_key(RA, RELEASE)
     publish(out, course=course, now=BEFORE)
-    feedback = (out / "alice" / "feedback.md").read_text()
-    results = json.loads((out / "alice" / "results.json").read_text())
+    feedback = (out / "submissions" / "alice" / "feedback.md").read_text()
+    results = json.loads((out / "submissions" / "alice" / "results.json").read_text())
     assert_none_of(feedback, key)
     assert not any(s in json.dumps(results, ensure_ascii=False) for s in secrets(key))
     publish(out, course=course, now=AFTER)
-    feedback = (out / "alice" / "feedback.md").read_text()
-    results = json.loads((out / "alice" / "results.json").read_text())
+    feedback = (out / "submissions" / "alice" / "feedback.md").read_text()
+    results = json.loads((out / "submissions" / "alice" / "results.json").read_text())
     assert key_markdown(key, 2, report().tests) in feedback
     assert results["tests"][-1]["visibility"] == "after_due_date" and "Key: **319**" in results["tests"][-1]["output"]
 
@@ -228,11 +228,12 @@ def test_the_grade_and_report_verbs_follow_the_course_files_release_date(tmp_pat
         course = tmp_path / f"{year}.toml"
         course.write_text(f"[answers]\nrelease = {year}-01-27T17:00:00-08:00\n")
         out = tmp_path / f"out{year}"
-        assert main(["grade", str(tmp_path / "alice"), "--out", str(out / "alice"), "--course", str(course)]) == 0
-        assert ("## Answers: `resource_accounting`" in (out / "alice" / "feedback.md").read_text()) == released
-        results = json.loads((out / "alice" / "results.json").read_text())
+        mine = out / "submissions" / "alice"  # where the batch puts alice's files, which `report` rewrites
+        assert main(["grade", str(tmp_path / "alice"), "--out", str(mine), "--course", str(course)]) == 0
+        assert ("## Answers: `resource_accounting`" in (mine / "feedback.md").read_text()) == released
+        results = json.loads((mine / "results.json").read_text())
         assert (results["tests"][-1]["visibility"] == "after_due_date") == released
         with Gradebook(out / "gradebook.sqlite") as book:
             book.record("alice", "digest", report())
         assert main(["report", str(out), "--course", str(course)]) == 0
-        assert ("## Answers: `resource_accounting`" in (out / "alice" / "feedback.md").read_text()) == released
+        assert ("## Answers: `resource_accounting`" in (mine / "feedback.md").read_text()) == released

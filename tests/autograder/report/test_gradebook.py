@@ -191,7 +191,7 @@ def test_batch_grades_folders_and_zips_and_writes_everything(tmp_path):
     assert [(r["name"], r["score"], r["max_score"]) for r in rows] == \
         [("alice", 3.0, 4.0), ("bob_zip", 1.0, 2.0), ("carol", 0.0, 1.0)]
     for name in ("alice", "bob_zip", "carol"):
-        assert sorted(p.name for p in (tmp_path / "out" / name).iterdir()) == \
+        assert sorted(p.name for p in (tmp_path / "out" / "submissions" / name).iterdir()) == \
             ["feedback.md", "junit.xml", "report.json", "results.json"]
     grades = list(csv.DictReader(open(tmp_path / "out" / "grades.csv")))
     assert [(g["name"], g["alpha"], g["beta"], g["total"]) for g in grades] == \
@@ -238,7 +238,7 @@ def test_a_report_without_tests_is_an_error(tmp_path):
     failed = GradeReport("alice", log=["the grader failed on this submission (exit code 1: ...)"])
     (row,) = run_batch(tmp_path / "c", tmp_path / "out", grade_fn=lambda path: failed, console=quiet())
     assert row["status"] == "error" and "the grader failed" in row["message"]
-    assert (tmp_path / "out" / "alice" / "report.json").exists()
+    assert (tmp_path / "out" / "submissions" / "alice" / "report.json").exists()
 
 
 def test_batch_refuses_a_missing_folder(tmp_path):
@@ -328,8 +328,8 @@ def test_a_submission_whose_files_cannot_be_written_keeps_its_grade_and_costs_no
 
     make_cohort(tmp_path / "c", {"alice": 3, "bob": 1, "carol": 2})
     out = tmp_path / "out"
-    out.mkdir()
-    (out / "bob").write_text("in the way")
+    (out / "submissions").mkdir(parents=True)
+    (out / "submissions" / "bob").write_text("in the way")
     console = Console(file=io.StringIO(), width=200)
     rows = run_batch(tmp_path / "c", out, grade_fn=toy_grade, console=console)
     assert [(r["name"], r["status"], r["score"]) for r in rows] == \
@@ -338,12 +338,12 @@ def test_a_submission_whose_files_cannot_be_written_keeps_its_grade_and_costs_no
     assert "bob: its grade is stored, but its files could not be written" in said
     assert "the files of 1 submission(s) could not be written: bob" in said
     for name in ("alice", "carol"):
-        assert (out / name / "feedback.md").is_file()
+        assert (out / "submissions" / name / "feedback.md").is_file()
     assert (out / "report" / "index.html").is_file()
     assert [g["name"] for g in csv.DictReader(open(out / "grades.csv"))] == ["alice", "bob", "carol"]
     with pytest.raises(UnwrittenError, match="bob"):
         publish(out)
     assert main(["report", str(out)]) == 1  # said on stderr, with what to do; no traceback
-    (out / "bob").unlink()
+    (out / "submissions" / "bob").unlink()
     publish(out)
-    assert "1" in (out / "bob" / "feedback.md").read_text()
+    assert "1" in (out / "submissions" / "bob" / "feedback.md").read_text()

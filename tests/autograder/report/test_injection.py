@@ -52,7 +52,7 @@ def test_hostile_messages_stay_text_in_the_feedback_and_the_report(tmp_path):
     out = tmp_path / "out"
     run_batch(cohort, out, grade_fn=hostile_grade, console=quiet(),
               late=(policy, {("mallory", ANY): DUE + timedelta(days=1)}))
-    feedback = (out / "mallory" / "feedback.md").read_text()
+    feedback = (out / "submissions" / "mallory" / "feedback.md").read_text()
     assert feedback.count("Late policy:") == 1
     for i in range(len(HOSTILE)):
         assert f"test_{i}" in feedback, f"failure {i} vanished from the feedback"

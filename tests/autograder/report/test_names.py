@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from autograder.cohort.batch import RESERVED_NAMES, BatchError, run_batch, submission_entries
+from autograder.cohort.batch import BatchError, run_batch, submission_entries
 from autograder.report.gradebook import Gradebook
 from autograder.report.text import safe_cell
 from tests.autograder.report.test_gradebook import toy_grade
@@ -59,29 +59,44 @@ def test_a_duplicate_name_is_refused_with_its_names_escaped(tmp_path):
     assert "\x1b" not in str(raised.value) and "\x07" not in str(raised.value)
 
 
-@pytest.mark.parametrize("entry", ["report", "Grades.csv.zip", "gradebook.sqlite", "manual.zip", "CANVAS.CSV"])
-def test_a_submission_named_like_the_batchs_own_files_is_refused_before_grading(tmp_path, entry):
-    """A submission folder named report (or grades.csv.zip ...) would write its feedback into the cohort report's
-    folder, or the gradebook's CSV over its own: refused, naming it and what to do, with nothing written."""
-    folder = tmp_path / "c"
+# The batch's own files in OUT, and names a submission could take to collide with them had its files gone
+# beside them (OUT/<name>/): a submission folder named report wrote into the cohort report's folder, one named
+# grades.csv made publish fail with IsADirectoryError. Each submission now has OUT/submissions/<name>/.
+OWN_FILES = ["report", "grades.csv", "gradebook.sqlite", "gradebook.sqlite-wal", "manual", "similarity.csv",
+             "canvas.csv", "submissions"]
+
+
+def test_a_submission_named_like_the_batchs_own_files_is_graded_in_a_folder_of_its_own(tmp_path):
+    """Submissions named like every file the batch writes into OUT (and like OUT/submissions itself), in any
+    case, as folders and zips, are graded beside alice; each one's files are in OUT/submissions/<name>/, the
+    gradebook, grades.csv and the cohort report are the batch's, and a second run (publish again) works."""
+    folder, out = tmp_path / "c", tmp_path / "out"
+    names = OWN_FILES + ["Grades.CSV", "alice"]
     folder.mkdir()
-    if entry.endswith(".zip"):
-        with zipfile.ZipFile(folder / entry, "w") as archive:
-            archive.writestr("resource_accounting/flops.py", "x = 1\n")
-    else:
-        (folder / entry / "resource_accounting").mkdir(parents=True)
-    (folder / "alice" / "resource_accounting").mkdir(parents=True)
-    with pytest.raises(BatchError, match="a name the batch gives its own files.*rename it") as raised:
-        run_batch(folder, tmp_path / "out")
-    assert entry in str(raised.value)
-    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+    for index, name in enumerate(names):
+        if index % 2:
+            with zipfile.ZipFile(folder / f"{name}.zip", "w") as zipped:
+                zipped.writestr("answers.txt", "alpha q0 ok\nalpha q1 no\n")
+        else:
+            (folder / name).mkdir()
+            (folder / name / "answers.txt").write_text("alpha q0 ok\nalpha q1 no\n")
+    for _ in range(2):  # the second run grades nothing new and writes every file again
+        rows = run_batch(folder, out, grade_fn=toy_grade, console=Console(file=io.StringIO()))
+        assert sorted((row["name"], row["status"], row["score"]) for row in rows) == \
+            sorted((name, "graded", 1.0) for name in names)
+        assert sorted(p.name for p in (out / "submissions").iterdir()) == sorted(names)
+        for name in names:
+            assert sorted(p.name for p in (out / "submissions" / name).iterdir()) == \
+                ["feedback.md", "junit.xml", "report.json", "results.json"]
+        assert (out / "gradebook.sqlite").is_file() and (out / "report" / "index.html").is_file()
+        assert sorted(row["name"] for row in csv.DictReader((out / "grades.csv").open())) == sorted(names)
 
 
-# Names a file system takes (no "/" or NUL; not hidden; not one of the batch's own files): control characters,
+# Names a file system takes (no "/" or NUL; not hidden): control characters,
 # bidirectional overrides, quotes, markup, formula starts, spaces, any script.
 NAME_CHARACTERS = st.characters(exclude_categories=("Cs",), exclude_characters="/\x00")
 NAMES = st.text(NAME_CHARACTERS, min_size=1, max_size=40).filter(
-    lambda n: not n.startswith(".") and n.casefold() not in RESERVED_NAMES and len(n.encode()) < 200
+    lambda n: not n.startswith(".") and len(n.encode()) < 200
     and n.casefold() != "alice")
 
 
@@ -101,7 +116,8 @@ def test_any_name_round_trips_in_the_gradebook_and_lands_escaped_in_every_file(t
     assert all(row["score"] == 1.0 for row in rows)
     with Gradebook(out / "gradebook.sqlite") as book:
         assert sorted(row["name"] for row in book.rows()) == sorted([name, "alice"])
-    assert (out / name / "feedback.md").is_file() and (out / name / "report.json").is_file()
+    assert (out / "submissions" / name / "feedback.md").is_file()
+    assert (out / "submissions" / name / "report.json").is_file()
     cells = [row[0] for row in csv.reader((out / "grades.csv").open(encoding="utf-8", newline=""))][1:]
     assert sorted(cells) == sorted([safe_cell(name), "alice"])
     said = screen.getvalue()

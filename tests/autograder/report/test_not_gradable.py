@@ -97,8 +97,8 @@ def test_a_cohort_lists_them_leaves_them_out_of_the_statistics_and_never_says_al
     assert 'id="count-graded">1<' in index and "Every submission was graded" not in index
     assert 'id="not-gradable-table"' in index and "recreate the zip from the folder" in index
     assert 'data-field="n">1<' in index  # the statistics count ann alone
-    assert (out / "zed" / "feedback.md").read_text().splitlines()[2].startswith("**Not gradable**")
-    assert (out / "err" / "feedback.md").read_text().splitlines()[2].startswith("**Not graded yet**")
+    assert (out / "submissions" / "zed" / "feedback.md").read_text().splitlines()[2].startswith("**Not gradable**")
+    assert (out / "submissions" / "err" / "feedback.md").read_text().splitlines()[2].startswith("**Not graded yet**")
     page = next((out / "report" / "submissions").glob("*-zed.html")).read_text()
     assert "<title>zed: not gradable</title>" in page and 'id="not-gradable-reason"' in page
 

@@ -56,8 +56,9 @@ def test_every_view_of_one_report_shows_the_same_parts(tmp_path):
     index = (tmp_path / "out" / "report" / "index.html").read_text()
     assert 'data-field="total">3.3 / 4.4<' in index and 'data-field="max">8.4<' in index
     assert 'data-field="max_graded">4.4<' in index and 'data-field="by_hand">1.5<' in index
-    feedback = (tmp_path / "out" / "ann" / "feedback.md").read_text()
-    assert json.loads((tmp_path / "out" / "ann" / "results.json").read_text())["extra_data"]["points"]["graded"] == 4.4
+    ann = tmp_path / "out" / "submissions" / "ann"
+    feedback = (ann / "feedback.md").read_text()
+    assert json.loads((ann / "results.json").read_text())["extra_data"]["points"]["graded"] == 4.4
     assert BOLD in feedback
 
 

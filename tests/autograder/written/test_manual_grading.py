@@ -88,7 +88,7 @@ def fill(path: Path, scores: dict[str, list[str]], comment: str = "", key: str =
 def test_the_batch_totals_count_the_numeric_parts_and_leave_the_prose_to_grade(out):
     numeric = sum(p.points for q in handout_questions(ASSIGNMENT) for p in q.parts)
     assert rows(out) == {"alice": (1 + numeric, 11), "bob": (1 + 3, 11), "carol": (1 + numeric - 1, 11)}
-    feedback = (out / "alice" / "feedback.md").read_text()
+    feedback = (out / "submissions" / "alice" / "feedback.md").read_text()
     assert "; 5 awaiting hand grading; 11 in all" in feedback and "To be graded by hand: 3 answers" in feedback
 
 
@@ -120,7 +120,7 @@ def test_import_adds_the_scores_once_and_every_view_shows_them(out, capsys):
     assert rows(out)["alice"][0] == before + 0.5
     grades = {row["name"]: row for row in csv.DictReader((out / "grades.csv").open())}
     assert float(grades["alice"]["total"]) == before + 0.5
-    feedback = (out / "alice" / "feedback.md").read_text()
+    feedback = (out / "submissions" / "alice" / "feedback.md").read_text()
     assert "Graded by hand: 1 answer" in feedback and "written/Q9.1" in feedback and "see k = √L" in feedback
     with Gradebook(out / "gradebook.sqlite") as book:
         table = Console(file=io.StringIO(), width=200)
