@@ -205,10 +205,9 @@ def private_folder(folder: Path) -> None:
 def _overload_error(outcome: Outcome) -> Outcome:
     """A report with tests the machine was too busy to finish is no grade: an error, graded again later."""
     if isinstance(outcome, GradeReport) and outcome.overloaded:
-        shown = ", ".join(outcome.overloaded[:3]) + (" ..." if len(outcome.overloaded) > 3 else "")
-        return (f"grader overloaded: {len(outcome.overloaded)} test(s) could not finish on this machine ({shown}), "
-                "though the submission stayed within its CPU budget; grade with fewer --workers or on a less busy "
-                "machine")
+        from autograder.grading.client import overload_message
+
+        return overload_message(outcome)
     return outcome
 
 

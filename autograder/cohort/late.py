@@ -235,7 +235,7 @@ def apply(book, policy: LatePolicy, times: Times,
     """Assess every graded submission of the gradebook and store the outcome there (replacing the last one);
     return the entries and the warnings. `extended`: as assess() takes it, by submission. The files that show
     it (feedback.md, results.json, grades.csv) are written from the gradebook afterwards
-    (autograder.report.publish)."""
+    (autograder.cohort.publish)."""
     scores = {row["name"]: {a: (p.score, p.graded) for a, p in book.parts(row["name"]).items()}
               for row in book.rows() if row["status"] == "graded"}
     entries, warnings = assess(policy, scores, times, extended)

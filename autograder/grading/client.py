@@ -3,7 +3,8 @@
 The randomised tests' seed is the submission's (`seed_for`: its name and the course's secret), so a
 regrade of the same submission draws the same inputs; `--seed` overrides it. A report with tests the
 machine was too busy to finish (`GradeReport.overloaded`, autograder/sandbox/cputime.py) is graded
-again before anything is kept.
+again before anything is kept; one that still cannot finish is a grader error (no tests, the reason in its
+log), never a score.
 
 `grade` runs one submission in a runner of its own. A batch uses `ServerPool`: one long-lived runner
 (`python -m autograder.grading.runner --serve`) per worker thread, which keeps torch, the reference and the
@@ -37,7 +38,7 @@ from autograder.grading.intake import submission_name
 ROOT = Path(__file__).resolve().parents[2]
 OVERALL_LIMIT = 3600.0
 RUNNER_PATIENCE = 60.0  # seconds a runner asked to end (SIGTERM) has to clean up before it is killed
-OVERLOAD_ATTEMPTS = 2  # gradings of one submission before an overloaded report is kept (and listed)
+OVERLOAD_ATTEMPTS = 2  # gradings of one submission before an overloaded one is a grader error, never a score
 OVERLAP_CHOICES = ("auto", "always", "never")
 
 
@@ -136,12 +137,25 @@ def grade(submission: Path, out: Path | None = None, assignment: str | None = No
     started = time.monotonic()
     submission = Path(submission).resolve()
     seed = seed if seed is not None else seed_for(submission_name(submission), secret)
+    notes: list[str] = []  # the attempts that met an overloaded machine, said in the report that is kept
     for attempt in range(OVERLOAD_ATTEMPTS):
         report = _grade_once(submission, assignment, call_timeout, sandbox, select, seed)
         if not report.overloaded:
             break
-        report.log.append(f"attempt {attempt + 1}: the grader was overloaded in {len(report.overloaded)} test(s)")
+        notes.append(f"attempt {attempt + 1}: the grader was overloaded in {len(report.overloaded)} test(s)")
+    report.log.extend(notes)
+    if report.overloaded:  # never a score built from tests the machine could not finish: a grader error
+        report = GradeReport(submission=report.submission, seed=report.seed,
+                             log=[*report.log, f"the grader failed on this submission ({overload_message(report)})"])
     return _finish(report, started, out, released)
+
+
+def overload_message(report: GradeReport) -> str:
+    """Why a report with tests the machine was too busy to finish (GradeReport.overloaded) is no grade."""
+    shown = ", ".join(report.overloaded[:3]) + (" ..." if len(report.overloaded) > 3 else "")
+    return (f"grader overloaded: {len(report.overloaded)} test(s) could not finish on this machine ({shown}), "
+            "though the submission stayed within its CPU budget; grade with fewer --workers or on a less busy "
+            "machine")
 
 
 def _grade_once(submission: Path, assignment: str | None, call_timeout: float, sandbox: str, select: str | None,

@@ -11,7 +11,8 @@ size limits while reading (a zip may lie about its sizes); copy only plain sourc
 (a compiled extension module, bytecode or a .pth file beside a stub would be imported instead of the
 source the static check reads: never copied, always noted) and only .py files that are UTF-8. A
 notebook's entries are the modules its `%%writefile <package>/<module>.py` cells save (the mapping
-is autograder.package.notebook's), and cells that touch IPython's machinery become problems.
+autograder.package.notebook writes; autograder.grading.notebook reads it), and cells that touch
+IPython's machinery become problems.
 
 Only the packages are copied: a top-level helper module next to them is not part of the contract,
 and a static check that follows imports within a package could not see into it. The copy is

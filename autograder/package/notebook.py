@@ -1,4 +1,4 @@
-"""An assignment as a notebook, and a notebook back as the package layout.
+"""An assignment as a notebook: the writers' side (a submitted notebook is read by autograder.grading.notebook).
 
 How a notebook maps to the package (the same rule both ways, and the rule the kernel itself follows):
 - A given setup cell creates the package folder `<assignment>/` and its (empty) `__init__.py`.

@@ -8,7 +8,7 @@ one recorded "not_gradable" (nothing of it could be graded: a corrupt zip, an em
 until its contents change, and has no score: it is never a 0. A student of the roster with no submission has
 a row of status "missing" (score 0), named by the student's id (autograder.cohort.roster keeps them).
 
-Every file a reader sees is derived from this gradebook (autograder.report.publish): the scores after the
+Every file a reader sees is derived from this gradebook (autograder.cohort.publish): the scores after the
 late policy are computed from the raw scores and the stored penalties when read (`late()`), never kept.
 
 Use one Gradebook from one thread: sqlite3 refuses a connection used from another thread, which

@@ -3,6 +3,7 @@
 End-to-end `grade` runs with the real grader live with the grade verb's own tests.
 """
 
+import json
 import sqlite3
 import subprocess
 import sys
@@ -151,6 +152,40 @@ def test_grade_exits_1_when_the_grader_itself_failed(tmp_path, monkeypatch, caps
     (tmp_path / "alice").mkdir()
     assert main(["grade", str(tmp_path / "alice"), "--out", str(tmp_path / "o")]) == 1
     assert "grading did not complete" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("busy_gradings", [1, 2])
+def test_grade_tries_an_overloaded_grading_again_and_never_scores_one_that_cannot_finish(tmp_path, monkeypatch,
+                                                                                          capsys, busy_gradings):
+    """One grading (grade, Gradescope's run_autograder, nbgrader) that meets an overloaded machine is graded again;
+    if the second one cannot finish either, there is no score built from errored tests: the reports say the
+    grader failed (results.json names no test and no zero), and grade exits 1 so the platform shows a failure."""
+    calls = []
+
+    def busy_once(submission, *args):
+        calls.append(submission)
+        report = toy_grade(submission)
+        if len(calls) <= busy_gradings:
+            first = report.tests[0]
+            report.tests[0] = Result(first.name, first.assignment, first.max_points, "error", message="overloaded")
+            report.overloaded = [first.name]
+        return report
+
+    monkeypatch.setattr(autograder.grading.client, "_grade_once", busy_once)
+    make_cohort(tmp_path / "c", {"alice": 2})
+    out = tmp_path / "o"
+    status = main(["grade", str(tmp_path / "c" / "alice"), "--out", str(out)])
+    assert len(calls) == 2
+    results = json.loads((out / "results.json").read_text())
+    report = GradeReport.from_json((out / "report.json").read_text())
+    if busy_gradings == 1:  # the second grading finished: that is the grade
+        assert status == 0 and results["score"] == 2.0 and not report.overloaded
+        assert "attempt 1: the grader was overloaded in 1 test(s)" in report.log
+    else:
+        assert status == 1 and "grading did not complete" in capsys.readouterr().out
+        assert not report.tests and not results.get("tests")
+        assert "grader overloaded: 1 test(s) could not finish" in " ".join(report.log)
+        assert "grader overloaded" in results["output"]
 
 
 def test_batch_prints_the_gradebook_and_exits_0(tmp_path, capsys, fake_grade):
