@@ -16,8 +16,9 @@ is reported as skipped, never silently dropped):
     forward+backward);
  5. each GPU threshold of the suites beside the value measured, and the GPU build of kernels
     .crosscompile beside what ran: for each kernel and config, the cross-compiled shared memory,
-    registers and stack beside the same kernel's `kernel.metadata.shared`, `n_regs` and `n_spills`
-    after a real launch (`--agreement`), so the first GPU run tells whether the CPU checks can be trusted.
+    registers and spilled bytes beside the same kernel's `kernel.metadata.shared`, `n_regs` and `n_spills`
+    after a real launch (`--agreement`), so the first GPU run tells whether the CPU checks can be trusted;
+    a difference fails the step (exit 1).
 
 Without CUDA it refuses (exit 2) and says what runs on a CPU instead.
 """
@@ -169,31 +170,51 @@ def agreement(crosscompiled: Path) -> list[str]:
                  flash_attention_call("solutions", "bf16", 64, False), gpu_kernels_call("solutions", "bf16")):
         call(make)
     torch.cuda.synchronize()
-    launched = {b["kernel"]: [k for cache in getattr(jit_function(b["module"], b["kernel"]), "device_caches", {}).values()
-                              for k in cache[0].values()] for b in json.loads(crosscompiled.read_text())}
+    launched = {b["kernel"]: [k for cache in getattr(jit_function(b["module"], b["kernel"]), "device_caches",
+                                                     {}).values() for k in cache[0].values()]
+                for b in json.loads(crosscompiled.read_text())}
     return agreement_rows(json.loads(crosscompiled.read_text()), launched)
 
 
 def agreement_rows(builds: list[dict], launched: dict[str, list]) -> list[str]:
     """Markdown rows: each cross-compiled build beside the kernel of the same name, warps and stages that a
-    real launch compiled (`kernel.metadata.shared`, `n_regs`, `n_spills`), and whether they agree (the
-    shared memory within 1 KiB: the CPU check's verdict on fitting holds); "not launched" where none was."""
-    rows = ["| kernel | warps | stages | shared KiB (CPU / GPU) | registers (CPU / GPU) | stack B / GPU spills | agree |",
+    real launch compiled (`kernel.metadata.shared`, `n_regs`, `n_spills`), and whether they agree: the
+    shared memory within 1 KiB (the CPU check's verdict on fitting holds), the same registers per thread,
+    and the same spilled bytes per thread. Triton's `n_spills` is the launched kernel's local memory per
+    thread in bytes divided by 4 (CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES / 4, rounded down), the cross-compile's
+    `spill_bytes` the stack frame in bytes (cuobjdump's STACK): both are shown in bytes, the GPU's as
+    n_spills x 4, and agree within 4 bytes. "NO" names what differs; "not launched" where no kernel was."""
+    rows = ["| kernel | warps | stages | shared KiB (CPU / GPU) | registers per thread (CPU / GPU) | "
+            "spilled bytes per thread (CPU stack / GPU n_spills x 4) | agree |",
             "|---|---|---|---|---|---|---|"]
     for b in builds:
         same = [k for k in launched.get(b["kernel"], [])
                 if (k.metadata.num_warps, k.metadata.num_stages) == (b["num_warps"], b["num_stages"])]
         if not same:
             rows.append(f"| {b['kernel']} | {b['num_warps']} | {b['num_stages']} | "
-                        f"{b['shared_bytes'] / 1024:.1f} / not launched | {b['registers']} / - | {b['spill_bytes']} / - | - |")
+                        f"{b['shared_bytes'] / 1024:.1f} / not launched | {b['registers']} / - | "
+                        f"{b['spill_bytes']} / - | - |")
         for kernel in same:
-            gpu_shared = kernel.metadata.shared
-            agree = "yes" if abs(gpu_shared - b["shared_bytes"]) <= 1024 else "NO"
+            gpu_shared, gpu_regs, gpu_spills = kernel.metadata.shared, getattr(kernel, "n_regs", None), \
+                getattr(kernel, "n_spills", None)
+            gpu_spill_bytes = None if gpu_spills is None else 4 * gpu_spills
+            differ = [what for what, same_value in (
+                ("shared", abs(gpu_shared - b["shared_bytes"]) <= 1024),
+                ("registers", gpu_regs == b["registers"]),
+                ("spills", gpu_spill_bytes is not None and b["spill_bytes"] is not None
+                 and 0 <= b["spill_bytes"] - gpu_spill_bytes < 4)) if not same_value]
             rows.append(f"| {b['kernel']} | {b['num_warps']} | {b['num_stages']} | "
                         f"{b['shared_bytes'] / 1024:.1f} / {gpu_shared / 1024:.1f} | "
-                        f"{b['registers']} / {getattr(kernel, 'n_regs', '?')} | "
-                        f"{b['spill_bytes']} / {getattr(kernel, 'n_spills', '?')} | {agree} |")
+                        f"{b['registers']} / {'?' if gpu_regs is None else gpu_regs} | "
+                        f"{b['spill_bytes']} / {'?' if gpu_spill_bytes is None else gpu_spill_bytes} | "
+                        f"{'NO: ' + ', '.join(differ) if differ else 'yes'} |")
     return rows
+
+
+def disagrees(rows: list[str]) -> bool:
+    """True when a row of agreement_rows says the cross-compile and the GPU differ: the agreement step then
+    exits 1, so that `make gpu-validate` fails where the CPU checks cannot be trusted."""
+    return any(row.rstrip(" |").rsplit("|", 1)[-1].strip().startswith("NO") for row in rows[2:])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -208,8 +229,9 @@ def main(argv: list[str] | None = None) -> int:
         print(NO_GPU, file=sys.stderr)
         return 2
     if args.agreement:
-        print("\n".join(agreement(args.agreement)))
-        return 0
+        rows = agreement(args.agreement)
+        print("\n".join(rows))
+        return 1 if disagrees(rows) else 0
     work = args.out.parent / "gpu_validate"
     work.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + args.budget

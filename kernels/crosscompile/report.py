@@ -21,7 +21,10 @@ def report_problems(answer, where: str, target: str, shared_limit: int, tensor_c
     if not isinstance(launches, list) or not isinstance(builds, list):
         return [f"{where}: the build report has no launches or builds"]
     if not launches:
-        return [f"{where}: launched no Triton kernel"]
+        return [f"{where}: launched no Triton kernel. The build check runs your code as on a GPU: "
+                "torch.cuda.is_available() is True there (at import time too), get_device_capability() is the "
+                "GPU's, tensors are on \"cuda\" and kernels.device.interpreted() is False: the path your code "
+                "took here is the one it takes on a GPU"]
     built = {b.get("kernel") for b in builds if isinstance(b, dict)}
     missing = sorted({launch.get("name") for launch in launches if isinstance(launch, dict)} - built)
     found = [f"{where}: kernel {name} was launched but not built" for name in missing]

@@ -14,24 +14,26 @@ import tempfile
 from pathlib import Path
 
 from kernels.crosscompile.compiler import build, builds_for
-from kernels.crosscompile.dryrun import AutogradContext, as_on_a_gpu, torch_dtype, unique_launches
+from kernels.crosscompile.dryrun import AutogradContext, as_on_a_gpu, imported_anew, torch_dtype, unique_launches
 from kernels.crosscompile.report import shorten
 
 
 def student_parts(request: dict) -> dict:
-    """{"forward": launches, "backward": launches} of the student's FlashAttentionTriton run as on a GPU,
-    or {part: "error message"} for a part whose host code failed (the backward needs the forward)."""
+    """{"forward": launches, "backward": launches} of the student's FlashAttentionTriton run as on a GPU of
+    request["target"], or {part: "error message"} for a part whose host code failed (the backward needs the
+    forward). The student's module is imported inside the dry run, so that what it asks torch.cuda when
+    imported is answered as on that GPU too (answer_request holds imported_anew around it and the builds)."""
     import importlib
 
     import torch
 
     from kernels.launches import record_launches
 
-    function = getattr(importlib.import_module(request["module"]), request["function"])
     shape = (*request["lead"], request["n"], request["head_dim"])
     dtype = torch_dtype(request["dtype"])
     ctx, parts = AutogradContext(), {}
-    with as_on_a_gpu():
+    with as_on_a_gpu(request["target"]):
+        function = getattr(importlib.import_module(request["module"]), request["function"])
         q, k, v, do = (torch.empty(*shape, dtype=dtype, device="cuda") for _ in range(4))
         for part, step in (("forward", lambda: function.forward(ctx, q, k, v, request["is_causal"])),
                            ("backward", lambda: function.backward(ctx, do))):
@@ -51,8 +53,11 @@ def student_parts(request: dict) -> dict:
 
 def student_calls(request: dict) -> dict:
     """{"launches": [...], "builds": [...]} of the calls request["calls"] (each {"module", "function",
-    "args": tensor shapes, "kwargs"}) run as on a GPU on tensors of request["dtype"], built for
-    request["target"] at each kernel's first config (every config with all_configs); or {"error": ...}."""
+    "args": tensor shapes, "kwargs"}) run as on a GPU of request["target"] on tensors of request["dtype"],
+    built for that target at each kernel's first config (every config with all_configs); or {"error": ...}.
+    The calls' modules are imported inside the dry run, anew (imported_anew): what they ask torch.cuda when
+    imported is answered as on that GPU too, and the builds (which find each kernel by its module's name)
+    use those modules."""
     import importlib
 
     import torch
@@ -61,23 +66,26 @@ def student_calls(request: dict) -> dict:
 
     dtype = torch_dtype(request["dtype"])
     launches = []
-    for call in request["calls"]:
-        where = f"{call['module']}.{call['function']}"
+    with imported_anew(*dict.fromkeys(call["module"] for call in request["calls"])):
+        with as_on_a_gpu(request["target"]):
+            for call in request["calls"]:
+                where = f"{call['module']}.{call['function']}"
+                try:
+                    function = getattr(importlib.import_module(call["module"]), call["function"])
+                    with record_launches(dry_run=True) as record:
+                        function(*(torch.empty(*shape, dtype=dtype, device="cuda") for shape in call["args"]),
+                                 **call.get("kwargs", {}))
+                except Exception as exc:  # noqa: BLE001  (the student's host code failed: report it)
+                    return {"error": f"{where} failed when run as on a GPU: {type(exc).__name__}: "
+                                     f"{shorten(str(exc))}"}
+                launches += record.launches
+        launches = unique_launches(launches)
         try:
-            function = getattr(importlib.import_module(call["module"]), call["function"])
-            with as_on_a_gpu(), record_launches(dry_run=True) as record:
-                function(*(torch.empty(*shape, dtype=dtype, device="cuda") for shape in call["args"]),
-                         **call.get("kwargs", {}))
-        except Exception as exc:  # noqa: BLE001  (the student's host code failed: report it)
-            return {"error": f"{where} failed when run as on a GPU: {type(exc).__name__}: {shorten(str(exc))}"}
-        launches += record.launches
-    launches = unique_launches(launches)
-    try:
-        specs = [spec for launch in launches for spec in
-                 builds_for(launch, request["target"], request["dtype"], request.get("all_configs", False))]
-    except ValueError as exc:
-        return {"error": str(exc), "launches": launches}
-    return {"launches": launches, "builds": [build(spec).to_dict() for spec in specs]}
+            specs = [spec for launch in launches for spec in
+                     builds_for(launch, request["target"], request["dtype"], request.get("all_configs", False))]
+        except ValueError as exc:
+            return {"error": str(exc), "launches": launches}
+        return {"launches": launches, "builds": [build(spec).to_dict() for spec in specs]}
 
 
 def answer_requests(request: dict) -> dict:
@@ -106,19 +114,20 @@ def answer_request(request: dict) -> dict:
         return student_calls(request)
     answer = {}
     wanted = request.get("parts", ("forward", "backward"))
-    for part, launches in student_parts(request).items():
-        if part not in wanted:
-            continue
-        if isinstance(launches, str):
-            answer[part] = {"error": launches}
-            continue
-        try:
-            specs = [spec for launch in launches for spec in
-                     builds_for(launch, request["target"], request["dtype"], request.get("all_configs", False))]
-        except ValueError as exc:
-            answer[part] = {"error": str(exc), "launches": launches}
-            continue
-        answer[part] = {"launches": launches, "builds": [build(spec).to_dict() for spec in specs]}
+    with imported_anew(request["module"]):  # the builds find each kernel by its module's name: the same modules
+        for part, launches in student_parts(request).items():
+            if part not in wanted:
+                continue
+            if isinstance(launches, str):
+                answer[part] = {"error": launches}
+                continue
+            try:
+                specs = [spec for launch in launches for spec in
+                         builds_for(launch, request["target"], request["dtype"], request.get("all_configs", False))]
+            except ValueError as exc:
+                answer[part] = {"error": str(exc), "launches": launches}
+                continue
+            answer[part] = {"launches": launches, "builds": [build(spec).to_dict() for spec in specs]}
     return answer
 
 

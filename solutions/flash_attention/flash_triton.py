@@ -199,7 +199,7 @@ def _flash_fwd_kernel(Q, K, V, O, LSE,
 
 def _tiles(x: torch.Tensor, q_tile: int | None, k_tile: int | None, gpu_default: tuple[int, int]) -> tuple[int, int]:
     """The caller's tile sizes, or this device's defaults (large tiles on a GPU, 32 interpreted)."""
-    default = gpu_default if x.is_cuda else (32, 32)
+    default = (32, 32) if interpreted() else gpu_default
     q_tile = default[0] if q_tile is None else q_tile
     k_tile = default[1] if k_tile is None else k_tile
     _check_tile("q_tile", q_tile)

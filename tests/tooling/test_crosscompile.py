@@ -125,23 +125,39 @@ def test_a_build_that_cannot_launch_on_the_course_gpu_fails_naming_its_config():
 
 
 def test_the_dry_run_answers_as_a_gpu_and_restores_torch_after(monkeypatch):
-    """Host code that asks torch.cuda.is_available(), x.is_cuda, x.device.type or kernels.device.interpreted()
-    takes its GPU path in the dry run (the request above launched scale_where_a_gpu_is's kernel); afterwards,
-    and after an error inside, torch answers for this machine again."""
-    from kernels.crosscompile.dryrun import as_on_a_gpu
-    from kernels.device import interpreted
+    """Host code that asks torch.cuda.is_available(), get_device_capability(), get_device_name(),
+    get_device_properties(), current_device(), x.is_cuda, x.device.type or kernels.device.interpreted() takes
+    its GPU path in the dry run (the request above launched scale_where_a_gpu_is's kernel), answered for the
+    build target's GPU; afterwards, and after an error inside, torch answers for this machine again."""
+    from kernels.crosscompile.dryrun import as_on_a_gpu, gpu_answers
+    from kernels.device import default_device, has_cuda, interpreted
 
     before, original = torch.cuda.is_available(), torch.cuda.is_available
+    originals = {name: getattr(torch.cuda, name) for name in gpu_answers("sm_90")}
     monkeypatch.setenv("TRITON_INTERPRET", "0")  # what the compiling subprocess runs with
-    with pytest.raises(ZeroDivisionError), as_on_a_gpu():
-        x = torch.empty(8, device="cuda")
-        assert torch.cuda.is_available() and torch.cuda.device_count() == 1 and not interpreted()
-        assert x.is_cuda and x.device.type == "cuda"
-        1 / 0
-    assert torch.cuda.is_available is original and torch.cuda.is_available() == before
+    for target, capability, name, sms, shared in (("sm_90", (9, 0), "NVIDIA H100 SXM", 132, 227 * 1024),
+                                                  ("sm_80", (8, 0), "NVIDIA A100 SXM 80GB", 108, 163 * 1024)):
+        with pytest.raises(ZeroDivisionError), as_on_a_gpu(target):
+            x = torch.empty(8, device="cuda")
+            assert torch.cuda.is_available() and torch.cuda.device_count() == 1 and not interpreted()
+            assert has_cuda() and default_device().type == "cuda" and torch.cuda.current_device() == 0
+            assert x.is_cuda and x.device.type == "cuda" and x.device.index == 0
+            assert torch.cuda.get_device_capability() == torch.cuda.get_device_capability(x.device) == capability
+            assert torch.cuda.get_device_name() == torch.cuda.get_device_name(0) == name
+            properties = torch.cuda.get_device_properties(x.device)
+            assert (properties.name, (properties.major, properties.minor)) == (name, capability)
+            assert properties.multi_processor_count == sms and properties.total_memory >= 80 * 10**9
+            assert properties.shared_memory_per_block_optin == shared and torch.cuda.is_bf16_supported()
+            with torch.cuda.device(x.device):
+                torch.cuda.synchronize()
+            1 / 0
+        assert torch.cuda.is_available is original and torch.cuda.is_available() == before
+        assert {name: getattr(torch.cuda, name) for name in originals} == originals
     if not before:
         with pytest.raises((RuntimeError, AssertionError)):
             torch.empty(8, device="cuda")
+        with pytest.raises((RuntimeError, AssertionError)):
+            torch.cuda.get_device_capability()
 
 
 def test_several_requests_in_one_process_answer_as_each_alone_and_a_crash_costs_only_its_own(tmp_path, monkeypatch):

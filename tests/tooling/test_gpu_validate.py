@@ -55,21 +55,30 @@ def test_the_report_puts_each_threshold_beside_its_value_and_lists_what_failed(t
 
 def test_the_agreement_table_sets_each_build_beside_its_launched_kernel_and_flags_a_difference():
     """The rows `make gpu-validate` prints on a GPU: a build matched to the launched kernel of its name,
-    warps and stages; shared memory within 1 KiB agrees, beyond it is flagged; a build never launched says
-    so. (The launched kernels are plain records here: what the table reads of Triton's CompiledKernel.)"""
+    warps and stages; shared memory within 1 KiB, the same registers and the same spilled bytes agree (Triton's
+    n_spills counts 4-byte words: shown as bytes); a difference is flagged, naming what differs, and fails the
+    agreement step; a build never launched says so. (The launched kernels are plain records here: what the
+    table reads of Triton's CompiledKernel.)"""
     from types import SimpleNamespace
 
     def kernel(warps, stages, shared, regs, spills):
         return SimpleNamespace(metadata=SimpleNamespace(num_warps=warps, num_stages=stages, shared=shared),
                                n_regs=regs, n_spills=spills)
 
-    builds = [dict(kernel="_matmul_kernel", num_warps=8, num_stages=3, shared_bytes=65536, registers=128,
-                   spill_bytes=0),
-              dict(kernel="_matmul_kernel", num_warps=8, num_stages=4, shared_bytes=98304, registers=128,
-                   spill_bytes=0),
-              dict(kernel="_gelu_kernel", num_warps=4, num_stages=3, shared_bytes=0, registers=32, spill_bytes=0)]
-    launched = {"_matmul_kernel": [kernel(8, 3, 65536, 130, 0), kernel(8, 4, 65536, 130, 0), kernel(4, 3, 1, 1, 0)]}
+    def build(kernel, warps, stages, shared, registers, spill_bytes):
+        return dict(kernel=kernel, num_warps=warps, num_stages=stages, shared_bytes=shared, registers=registers,
+                    spill_bytes=spill_bytes)
+
+    builds = [build("_matmul_kernel", 8, 3, 65536, 130, 0), build("_matmul_kernel", 8, 4, 98304, 128, 0),
+              build("_flash_fwd_kernel", 4, 2, 32768, 255, 40), build("_flash_fwd_kernel", 4, 3, 32768, 255, 40),
+              build("_gelu_kernel", 4, 3, 0, 32, 0)]
+    launched = {"_matmul_kernel": [kernel(8, 3, 65536, 130, 0), kernel(8, 4, 65536, 130, 0), kernel(4, 3, 1, 1, 0)],
+                "_flash_fwd_kernel": [kernel(4, 2, 32768, 255, 10), kernel(4, 3, 32768, 255, 0)]}
     rows = gpu_validate.agreement_rows(builds, launched)
-    assert rows[2] == "| _matmul_kernel | 8 | 3 | 64.0 / 64.0 | 128 / 130 | 0 / 0 | yes |"
-    assert rows[3] == "| _matmul_kernel | 8 | 4 | 96.0 / 64.0 | 128 / 130 | 0 / 0 | NO |"
-    assert rows[4].startswith("| _gelu_kernel | 4 | 3 | 0.0 / not launched |") and len(rows) == 5
+    assert "| registers per thread (CPU / GPU) | spilled bytes per thread (CPU stack / GPU n_spills x 4) |" in rows[0]
+    assert rows[2] == "| _matmul_kernel | 8 | 3 | 64.0 / 64.0 | 130 / 130 | 0 / 0 | yes |"
+    assert rows[3] == "| _matmul_kernel | 8 | 4 | 96.0 / 64.0 | 128 / 130 | 0 / 0 | NO: shared, registers |"
+    assert rows[4] == "| _flash_fwd_kernel | 4 | 2 | 32.0 / 32.0 | 255 / 255 | 40 / 40 | yes |"
+    assert rows[5] == "| _flash_fwd_kernel | 4 | 3 | 32.0 / 32.0 | 255 / 255 | 40 / 0 | NO: spills |"
+    assert rows[6].startswith("| _gelu_kernel | 4 | 3 | 0.0 / not launched |") and len(rows) == 7
+    assert gpu_validate.disagrees(rows) and not gpu_validate.disagrees(rows[:3] + rows[4:5] + rows[6:])
