@@ -25,7 +25,12 @@ SUBMISSION ?=
 COHORT ?= build/cohort
 GRADES ?= build/grades
 # `make grade SUBMISSION=path` writes GRADED_ONE/<name>: never a batch's GRADES, whose files the gradebook owns.
+# <name> is the grader's name of the submission: the folder's, or the .zip's without .zip (alice.smith stays whole).
 GRADED_ONE ?= build/grade
+GRADE_ONE_OUT = $(GRADED_ONE)/$(patsubst %.zip,%,$(notdir $(patsubst %/,%,$(SUBMISSION))))
+# Not empty when that folder is GRADES, lies inside it or holds it: `make grade SUBMISSION=path` refuses then.
+GRADE_ONE_CLASH = $(filter $(abspath $(GRADES)) $(abspath $(GRADES))/%,$(abspath $(GRADE_ONE_OUT)))$(filter \
+  $(abspath $(GRADE_ONE_OUT)) $(abspath $(GRADE_ONE_OUT))/%,$(abspath $(GRADES)))
 WORKERS ?= 2
 # `make test A=gpu_kernels`: only that assignment's public tests (tests/<A>).
 A ?=
@@ -124,7 +129,10 @@ ifeq ($(SUBMISSION),)
 	  status=$$?; $(PYTHON) -m autograder similarity $(COHORT) --out $(GRADES) || status=1; test -f $(GRADES)/report/index.html && echo "cohort report: $(abspath $(GRADES))/report/index.html"; \
 	  exit $$status
 else
-	$(PYTHON) -m autograder grade $(SUBMISSION) --out $(GRADED_ONE)/$(notdir $(basename $(patsubst %/,%,$(SUBMISSION))))
+	@test -z "$(GRADE_ONE_CLASH)" || { echo "make grade: GRADED_ONE=$(GRADED_ONE) would put this submission's grade in" \
+	  "$(GRADE_ONE_OUT), which overlaps the batch's GRADES=$(GRADES) (files the gradebook owns): give GRADED_ONE" \
+	  "a folder of its own" >&2; exit 2; }
+	$(PYTHON) -m autograder grade $(SUBMISSION) --out $(GRADE_ONE_OUT)
 endif
 
 # One submission, one grade: the sample cohort graded idle and again beside busy CPUs with more workers than

@@ -8,8 +8,9 @@ Both runs use the same command as `make grade` (`python -m autograder batch`, th
 the loaded run adds N busy processes (default: one per core) and grades with one worker more than the
 machine has cores. Each submission's seed is its own (autograder.grading.client.seed_for), so both runs
 draw the same inputs. It prints every test whose status or points differ between the runs (there should
-be none), the submissions either run could not grade, and both runs' times; it writes the same as
-Markdown to WORK/load_check.md and exits 1 when anything differs.
+be none), the submissions either run could not grade or graded differently (not gradable, or absent), and
+both runs' times; it writes the same as Markdown to WORK/load_check.md, with the commit it ran on, and exits 1
+when anything differs.
 """
 
 from __future__ import annotations
@@ -48,16 +49,57 @@ def results(out: Path) -> tuple[dict[tuple[str, str], tuple[str, float]], dict[s
     return tests, errors
 
 
+def statuses(out: Path) -> dict[str, str]:
+    """{submission: its status in the gradebook} (graded, not_gradable, error ...)."""
+    with sqlite3.connect(out / "gradebook.sqlite") as db:
+        return dict(db.execute("SELECT name, status FROM submissions"))
+
+
 def compare(idle: Path, loaded: Path) -> list[str]:
-    """A line for each difference between the two gradebooks (none when the grades held)."""
+    """A line for each difference between the two gradebooks (none when the grades held): a submission
+    either run could not grade, one that is absent from a run or has another status there, and each test
+    whose status or points differ (of a submission with the same status in both: the line above says the rest)."""
     first, first_errors = results(idle)
     second, second_errors = results(loaded)
     lines = [f"{name}: not graded {label} ({why.splitlines()[-1] if why.strip() else 'no reason'})"
              for label, errors in (("idle", first_errors), ("loaded", second_errors)) for name, why in errors.items()]
+    first_status, second_status = statuses(idle), statuses(loaded)
+    for name in sorted(set(first_status) | set(second_status)):
+        pair = first_status.get(name, "absent"), second_status.get(name, "absent")
+        if pair[0] != pair[1] and "error" not in pair:  # an error has its line above
+            lines.append(f"{name}: idle {pair[0]}, loaded {pair[1]}")
     for key in sorted(set(first) | set(second)):
-        if first.get(key) != second.get(key):
+        if first.get(key) != second.get(key) and first_status.get(key[0]) == second_status.get(key[0]):
             lines.append(f"{key[0]} {key[1]}: idle {first.get(key)}, loaded {second.get(key)}")
     return lines
+
+
+def commit(root: Path = ROOT) -> str:
+    """The short hash of the commit checked out at `root` (`git rev-parse --short HEAD`); "unknown" outside
+    git, or without git."""
+    try:
+        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
+                              timeout=60, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else "unknown"
+
+
+def conclude(work: Path, count: int, runs: list[str], timeout: float) -> int:
+    """Compare WORK/idle with WORK/loaded, write the summary to WORK/load_check.md and print it: how many
+    submissions (`count`) and test results, the commit, each run (`runs`, a line each), the per-call budget
+    and every difference. The exit status: 1 when anything differs, else 0."""
+    differences = compare(work / "idle", work / "loaded")
+    tests = len(results(work / "idle")[0])
+    summary = [f"# Grades idle and under load: {count} submissions, {tests} test results each run", "",
+               f"- commit: {commit()}", *[f"- {line}" for line in runs],
+               f"- per-call budget: {timeout:g} CPU seconds", "",
+               f"{len(differences)} difference(s)" + (":" if differences else ": every test result is the same.")]
+    summary += [f"- {line}" for line in differences]
+    text = "\n".join(summary) + "\n"
+    (work / "load_check.md").write_text(text, encoding="utf-8")
+    print(text, end="")
+    return 1 if differences else 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -85,18 +127,9 @@ def main(argv: list[str] | None = None) -> int:
         for hog in hogs:
             hog.kill()
             hog.wait()
-    differences = compare(args.work / "idle", args.work / "loaded")
-    tests = len(results(args.work / "idle")[0])
-    summary = [f"# Grades idle and under load: {count} submissions, {tests} test results each run",
-               "", f"- idle: {workers} workers, {idle_s:.0f} s",
-               f"- loaded: {args.hogs} busy processes beside {loaded_workers} workers on {cores()} cores, "
-               f"{loaded_s:.0f} s", f"- per-call budget: {args.timeout:g} CPU seconds", "",
-               f"{len(differences)} difference(s)" + (":" if differences else ": every test result is the same.")]
-    summary += [f"- {line}" for line in differences]
-    text = "\n".join(summary) + "\n"
-    (args.work / "load_check.md").write_text(text, encoding="utf-8")
-    print(text, end="")
-    return 1 if differences else 0
+    runs = [f"idle: {workers} workers, {idle_s:.0f} s",
+            f"loaded: {args.hogs} busy processes beside {loaded_workers} workers on {cores()} cores, {loaded_s:.0f} s"]
+    return conclude(args.work, count, runs, args.timeout)
 
 
 if __name__ == "__main__":

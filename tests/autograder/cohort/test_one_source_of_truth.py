@@ -1,10 +1,12 @@
 """Every file a reader sees is derived from the gradebook (autograder.cohort.publish), whatever happened before.
 
 A property: any sequence of batch, regrade, changed submissions, hand grading and new submission times leaves
-feedback.md, results.json, grades.csv and the cohort report saying what the gradebook holds, with one
-denominator (autograder.report.parts), penalised scores computed from the current raw ones, no float noise,
-and "not gradable" submissions listed with their reason, never a score. The expected numbers are read from
-the gradebook with sqlite3, apart from the code under test. A toy grade function stands in for the grader.
+feedback.md, results.json, report.json, junit.xml, grades.csv and the cohort report saying what the gradebook
+holds, with one denominator (autograder.report.parts), penalised scores computed from the current raw ones, no
+float noise, and "not gradable" submissions listed with their reason, never a score. The expected numbers are
+read from the gradebook with sqlite3, apart from the code under test. A toy grade function stands in for the
+grader. The examples are the same on every run (derandomize), and one of them always grades a written answer
+by hand: the step that changes the stored report after the batch wrote the files.
 
 answers.txt of a toy submission: one line per test, `assignment question answer`; answer ok passes, no
 fails, gpu needs a GPU (not graded here), hand is a written answer awaiting hand grading; a submission whose
@@ -18,10 +20,11 @@ import json
 import re
 import sqlite3
 import tempfile
+import xml.etree.ElementTree as ET
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from autograder.cohort.batch import run_batch
@@ -86,7 +89,9 @@ def hand_grade(out: Path, name: str, value: float) -> None:
     publish(out)
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=8, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@example(start=[["hand", "ok", "no"], ["gpu", "hand"], None], steps=[("hand", "ann", 0.7), ("batch", True)],
+         days=[1, 0, 3])
 @given(start=st.lists(submission, min_size=3, max_size=3), steps=st.lists(step, min_size=1, max_size=4),
        days=st.lists(st.integers(-2, 5), min_size=3, max_size=3))
 def test_every_file_agrees_with_the_gradebook_after_any_steps(start, steps, days):
@@ -134,7 +139,41 @@ def stored(out: Path) -> tuple[dict, dict, dict]:
     return rows, parts, late
 
 
+# junit.xml's element for each status (autograder/report/junit.py); the others (passed, hand_graded) pass
+JUNIT = {"failed": "failures", "not_implemented": "failures", "error": "errors", "not_graded": "skipped",
+         "skipped": "skipped", "manual": "skipped"}
+
+
+def check_reports(out: Path) -> None:
+    """Each submission's report.json is the gradebook's stored report (and its test rows), and its junit.xml
+    counts the failures, skips and passes the gradebook holds."""
+    db = sqlite3.connect(out / "gradebook.sqlite")
+    try:
+        reports = {n: json.loads(r) if r else None for n, r in db.execute("SELECT name, report FROM submissions")}
+        rows: dict[str, list[tuple]] = {name: [] for name in reports}
+        for name, test, status, got in db.execute(
+                "SELECT submission, name, status, points FROM tests ORDER BY submission, position"):
+            rows[name].append((test, status, got))
+    finally:
+        db.close()
+    for name, report in reports.items():
+        folder = out / "submissions" / name
+        written = json.loads((folder / "report.json").read_text())
+        assert report is not None  # the toy grader always answers: graded or not gradable, never an error
+        assert written["not_gradable"] == report["not_gradable"]
+        assert [(t["name"], t["status"], t["points"]) for t in written["tests"]] == \
+            [(t["name"], t["status"], t["points"]) for t in report["tests"]] == rows[name]
+        junit = ET.parse(folder / "junit.xml").getroot()
+        counts = {kind: sum(JUNIT.get(status) == kind for _, status, _ in rows[name])
+                  for kind in ("failures", "errors", "skipped")}
+        assert {kind: int(junit.get(kind)) for kind in ("tests", *counts)} == {"tests": len(rows[name]), **counts}
+        passes = [case.get("name") for case in junit.iter("testcase")
+                  if not any(child.tag in ("failure", "error", "skipped") for child in case)]
+        assert sorted(passes) == sorted(test for test, status, _ in rows[name] if status not in JUNIT)  # by assignment
+
+
 def check(out: Path) -> None:
+    check_reports(out)
     rows, parts, late = stored(out)
     grades = {row["name"]: row for row in csv.DictReader((out / "grades.csv").open())}
     index = (out / "report" / "index.html").read_text()

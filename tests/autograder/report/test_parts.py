@@ -12,7 +12,8 @@ from rich.console import Console
 
 from autograder.cohort.batch import run_batch
 from autograder.grading.results import GradeReport, TestResult
-from autograder.package.nbgrader_scores import TestCell, comment, scored
+from autograder.package.nbgrader_scores import TestCell, comment, scored, why_they_differ
+from autograder.report import write_all
 from autograder.report.gradescope import results_json
 from autograder.report.markdown import feedback_markdown
 from autograder.report.parts import describe, parts_of
@@ -69,3 +70,21 @@ def test_the_nbgrader_comment_gives_both_scores_and_why_they_differ():
     text = comment(result)
     assert "nbgrader: 7.5 / 15 points on the notebook's test cells" in text
     assert f"the trusted grader's report: {LINE}." in text and "They differ because" in text
+
+
+def test_the_trusted_feedback_says_why_the_scores_differ_as_the_comment_does(tmp_path):
+    """grade_course puts why_they_differ first in the trusted report's log, so that feedback.md says, word for
+    word, what nbgrader's comment says: both scores and the reason."""
+    cells = [TestCell("cell-a", 10.0, "a"), TestCell("cell-gpu", 5.0, "gpu")]
+    trusted = report()
+    trusted.log = ["sandbox: bubblewrap"]
+    result = scored("ann", "nb", cells, trusted)
+    why = why_they_differ(result)
+    assert why in comment(result).splitlines()
+    trusted.log = [why, *trusted.log]  # as grade_course does
+    write_all(trusted, tmp_path)
+    feedback = (tmp_path / "feedback.md").read_text(encoding="utf-8")
+    assert feedback == feedback_markdown(trusted) and why in feedback.splitlines()
+    assert "nbgrader: 7.5 / 15 points on the notebook's test cells" in feedback
+    assert f"the trusted grader's report: {LINE}. They differ because each test cell is worth" in feedback
+    assert BOLD in feedback  # beside the trusted report's own score
