@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import shlex
 import sys
@@ -69,9 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
                        "(e.g. 'not hidden' for the public tests); the written answers are graded only without it, or "
                        "when it says 'written'")
     grade.add_argument("--seed", type=int, metavar="N", help="seed of the randomised tests (default: the "
-                       "submission's own, from its name and the course file's [grading] seed_secret)")
+                       "submission's own, from its name, or from its students with --submission-metadata, and the "
+                       "course file's [grading] seed_secret)")
     grade.add_argument("--submission-metadata", type=Path, metavar="FILE", help="Gradescope's submission_metadata."
-                       "json: apply the course file's late policy with its created_at and the student's due date")
+                       "json: the seed is its students' own, and the course file's late policy applies with its "
+                       "created_at and the student's due date")
     grade.add_argument("--course", type=Path, metavar="FILE", help=f"the course file with the late policy (default: "
                        f"{COURSE_FILE} in the working folder, if there is one)")
     grade.set_defaults(command=grade_command, parser=grade)
@@ -201,11 +204,16 @@ def _grade(args: argparse.Namespace) -> int:
 
     private_folder(out)
     course = course_path(args) if args.submission_metadata else None
+    seed_name = gradescope_seed_name(args.submission_metadata) if args.submission_metadata else None
     report = grade(args.submission, out=out, assignment=args.assignment, call_timeout=args.timeout,
-                   select=args.select, seed=args.seed, secret=seed_secret(args),
+                   select=args.select, seed=args.seed, seed_name=seed_name, secret=seed_secret(args),
                    released=released(args, args.course))
     console = Console()
     print_report(report, console)
+    if args.submission_metadata and seed_name is None and args.seed is None:
+        console.print(Text(f"{args.submission_metadata} names no student: the randomised tests drew from the "
+                           "submission's own seed, which every submission of this name shares", style="yellow"),
+                      soft_wrap=True)
     if course is not None and report.tests:
         from autograder.cohort.roster import for_gradescope
 
@@ -228,6 +236,21 @@ def cluster_options(args: argparse.Namespace) -> ClusterOptions:
         return options.replace(**{name: getattr(args, name) for name in CLUSTER_FLAGS})
     except CourseError as exc:
         args.parser.error(str(exc))
+
+
+def gradescope_seed_name(metadata: Path) -> str | None:
+    """The name a Gradescope submission's seed is derived from (autograder.grading.client.seed_for): its
+    students in submission_metadata.json, each by Gradescope id (by email without one), sorted and joined.
+    Gradescope grades every upload as the same folder, so the submission's own name would give all students
+    one seed; this gives each student (or group) inputs of their own, the same on every regrade. None where
+    the file names no student or cannot be read: the submission's name is used then."""
+    try:
+        users = json.loads(Path(metadata).read_text(encoding="utf-8")).get("users")
+    except (OSError, UnicodeError, ValueError, AttributeError):
+        return None
+    users = [user for user in users if isinstance(user, dict)] if isinstance(users, list) else []
+    names = {str(user.get("id") or user.get("email") or "").strip() for user in users} - {""}
+    return ",".join(sorted(names)) or None
 
 
 def seed_secret(args: argparse.Namespace) -> str:

@@ -1,7 +1,9 @@
 """Grade submissions: run the trusted runner in a fresh process and return its GradeReport.
 
 The randomised tests' seed is the submission's (`seed_for`: its name and the course's secret), so a
-regrade of the same submission draws the same inputs; `--seed` overrides it. A report with tests the
+regrade of the same submission draws the same inputs; `--seed` overrides it. Where every submission of a
+channel has the same name, its caller names the student instead (`grade(seed_name=...)`: from Gradescope's
+submission metadata, or nbgrader's student id), so that students do not share a seed. A report with tests the
 machine was too busy to finish (`GradeReport.overloaded`, autograder/sandbox/cputime.py) is graded
 again before anything is kept; one that still cannot finish is a grader error (no tests, the reason in its
 log), never a score.
@@ -131,12 +133,13 @@ def _finish(report: GradeReport, started: float, out: Path | None, released: dic
 
 def grade(submission: Path, out: Path | None = None, assignment: str | None = None, *,
           call_timeout: float = 60.0, sandbox: str = "auto", select: str | None = None,
-          seed: int | None = None, secret: str = "", released: dict | None = None) -> GradeReport:
+          seed: int | None = None, secret: str = "", released: dict | None = None,
+          seed_name: str | None = None) -> GradeReport:
     """Grade one submission in a runner process of its own; once more if the machine was overloaded. The
     files written to `out` hold the answers of the assignments in `released` (autograder.cohort.answers)."""
     started = time.monotonic()
     submission = Path(submission).resolve()
-    seed = seed if seed is not None else seed_for(submission_name(submission), secret)
+    seed = seed if seed is not None else seed_for(seed_name or submission_name(submission), secret)
     notes: list[str] = []  # the attempts that met an overloaded machine, said in the report that is kept
     for attempt in range(OVERLOAD_ATTEMPTS):
         report = _grade_once(submission, assignment, call_timeout, sandbox, select, seed)

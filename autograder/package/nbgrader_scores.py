@@ -5,7 +5,7 @@ the scores into the course's gradebook through nbgrader's own Gradebook API.
 
 nbgrader's own autograde runs student code in the kernel that runs the tests, so a notebook can
 change its own score (an input transformer is enough). Here each submitted notebook is turned into
-the package layout (autograder.package.notebook) and graded like any submission, student code in the
+the package layout (autograder.grading.notebook) and graded like any submission, student code in the
 sandboxed worker. Each test cell then gets, as its manual score (which nbgrader counts instead of its
 own autograded one), its points times the share of its group's points (collect.group_of) that the
 trusted grader awarded, out of those it could grade on this machine: full marks for a correct
@@ -13,6 +13,8 @@ notebook, although the trusted grader also runs the tests the notebook leaves ou
 reference solution). Cells and groups are read from the course's source notebook, never from the
 submission.
 The notebook's first module cell gets a comment saying so, with what the static scan flagged. The
+randomised tests draw from the student's own seed, derived from their nbgrader student id (as a batch derives
+it from a submission folder of that name), not from the notebook's name, which every student shares. The
 full reports (feedback.md, results.json, ...) go to COURSE_DIR/trusted/<student>/<assignment>/<notebook>/.
 """
 
@@ -172,7 +174,7 @@ def grade_course(course: Path, assignment: str, *, workers: int = 1, call_timeou
     def run(job: tuple[str, Path, Path]) -> GradeReport:
         student, submitted, _ = job
         return grade(submitted, out=out / student / assignment / submitted.stem, assignment=package,
-                     call_timeout=call_timeout, released=released)
+                     call_timeout=call_timeout, released=released, seed_name=student)
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         reports = list(pool.map(run, jobs))

@@ -3,17 +3,28 @@
 A regrade of an unchanged submission draws the same inputs (the hidden FLOP-counter test builds a random
 MLP from the seed and names it in its failure message, so equal messages mean equal inputs); `--seed`
 overrides it, and a course's secret changes every seed without anyone else being able to compute it.
+Where every submission of a channel has the same name (Gradescope grades each upload as the same folder,
+nbgrader names it after the notebook), the seed is the student's: no two students draw the same inputs.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import re
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from autograder import cli
 from autograder.cohort import sample as cohort
+from autograder.grading import client
 from autograder.grading.client import grade, seed_for
+from autograder.grading.results import GradeReport
+from autograder.package import nbgrader_scores
+from autograder.package.layout import ROOT
+from autograder.report.gradebook import Gradebook
 
 ASSIGNMENT = "resource_accounting"
 RANDOM_TEST = "test_flop_counter_matches_flop_counter_mode_on_random_mlps"
@@ -60,3 +71,103 @@ def test_the_course_file_secret_reaches_the_seed(tmp_path, monkeypatch):
     course.write_text('[grading]\nsecret = "x"\n')
     with pytest.raises(SystemExit):
         cli.seed_secret(args)
+
+
+def gradescope_metadata(path: Path, *users: dict) -> Path:
+    """A submission_metadata.json as Gradescope writes it, with the fields the grader reads."""
+    path.write_text(json.dumps({"created_at": "2027-01-20T10:00:00-08:00", "users": list(users)}))
+    return path
+
+
+ADA = {"id": 1001, "email": "ada@uni.edu", "name": "Ada Lovelace", "sid": "s1"}
+BO = {"id": 1002, "email": "bo@uni.edu", "name": "Bo Chen", "sid": "s2"}
+
+
+@pytest.fixture
+def seeds_used(monkeypatch, tmp_path) -> list[int]:
+    """The seed each grading hands the runner, which these tests leave out (it grades with the seed it is
+    given); they run in an empty folder, where no course file adds a secret."""
+    used = []
+
+    def graded(submission, assignment, call_timeout, sandbox, select, seed):
+        used.append(seed)
+        return GradeReport(submission=submission.name, seed=seed)
+
+    monkeypatch.setattr(client, "_grade_once", graded)
+    monkeypatch.chdir(tmp_path)
+    return used
+
+
+def test_gradescope_metadata_names_the_seed_by_its_students(tmp_path):
+    assert cli.gradescope_seed_name(gradescope_metadata(tmp_path / "a.json", ADA)) == "1001"
+    assert cli.gradescope_seed_name(gradescope_metadata(tmp_path / "g.json", BO, ADA)) == "1001,1002"
+    assert cli.gradescope_seed_name(gradescope_metadata(tmp_path / "g.json", ADA, BO)) == "1001,1002"
+    assert cli.gradescope_seed_name(gradescope_metadata(tmp_path / "e.json", {"email": "ada@uni.edu"})) == "ada@uni.edu"
+    assert cli.gradescope_seed_name(gradescope_metadata(tmp_path / "n.json")) is None
+    (tmp_path / "broken.json").write_text("{")
+    assert cli.gradescope_seed_name(tmp_path / "broken.json") is None
+    assert cli.gradescope_seed_name(tmp_path / "missing.json") is None
+
+
+def test_on_gradescope_each_student_has_a_seed_of_their_own_the_same_on_a_regrade(tmp_path, seeds_used, capsys):
+    submission = tmp_path / "submission"  # Gradescope's one folder, whoever submitted
+    submission.mkdir()
+    ada = gradescope_metadata(tmp_path / "ada.json", ADA)
+    bo = gradescope_metadata(tmp_path / "bo.json", BO)
+    nobody = gradescope_metadata(tmp_path / "nobody.json")
+    for metadata in (ada, bo, ada, nobody):
+        cli.main(["grade", str(submission), "--out", str(tmp_path / "out"), "--submission-metadata", str(metadata)])
+    assert seeds_used == [seed_for("1001"), seed_for("1002"), seed_for("1001"), seed_for("submission")]
+    assert len(set(seeds_used)) == 3
+    assert "nobody.json names no student" in capsys.readouterr().out
+    cli.main(["grade", str(submission), "--out", str(tmp_path / "out"), "--submission-metadata", str(ada),
+              "--seed", "7"])
+    assert seeds_used[-1] == 7
+
+
+def nbgrader_course(course: Path, assignment: str, students: list[str]) -> Path:
+    """The smallest nbgrader course: the configuration, an empty source notebook, one submission per student."""
+    course.mkdir()
+    config = ROOT / "autograder" / "package" / "templates" / "nbgrader_config.py"
+    (course / "nbgrader_config.py").write_text(config.read_text(encoding="utf-8"))
+    for folder in [course / "source" / assignment, *(course / "submitted" / s / assignment for s in students)]:
+        folder.mkdir(parents=True)
+        nbformat.write(nbformat.v4.new_notebook(), folder / f"{assignment}.ipynb")
+    return course
+
+
+def test_nbgrader_grades_each_student_with_their_own_seed(tmp_path, seeds_used, monkeypatch):
+    monkeypatch.setattr(nbgrader_scores, "record", lambda *args: None)  # nbgrader's gradebook is not the point here
+    monkeypatch.setenv("PATH", os.environ.get("PATH", ""))  # grade_course puts this interpreter's scripts first
+    course = nbgrader_course(tmp_path / "course", ASSIGNMENT, ["alice", "bob"])
+    for _ in range(2):  # a regrade
+        results = nbgrader_scores.grade_course(course, ASSIGNMENT)
+    assert [r.student for r in results] == ["alice", "bob"]
+    assert seeds_used == [seed_for("alice"), seed_for("bob")] * 2
+    assert seed_for("alice") != seed_for("bob")
+    stored = course / "trusted" / "bob" / ASSIGNMENT / ASSIGNMENT / "report.json"
+    assert GradeReport.from_json(stored.read_text()).seed == seed_for("bob")
+
+
+def says_seed(text: str, seed: int) -> bool:
+    return re.search(rf"\bseed {seed}\b", text) is not None
+
+
+def test_the_students_seed_is_in_every_file_of_a_gradescope_grading_and_in_the_gradebook(mistake, tmp_path,
+                                                                                        monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "results"
+    metadata = gradescope_metadata(tmp_path / "submission_metadata.json", ADA)
+    cli.main(["grade", str(mistake), "--select", RANDOM_TEST, "--timeout", "20", "--out", str(out),
+              "--submission-metadata", str(metadata)])
+    seed = seed_for("1001")
+    assert seed != seed_for(mistake.name)
+    report = GradeReport.from_json((out / "report.json").read_text())
+    assert report.seed == seed and report.tests
+    notes = (out / "feedback.md").read_text().split("## Grading notes", 1)[1]
+    assert says_seed(notes, seed)
+    assert says_seed(json.loads((out / "results.json").read_text())["output"], seed)
+    with Gradebook(tmp_path / "gradebook.sqlite") as book:  # as a batch keeps it, from which it writes its files
+        book.record("ada", "digest", report)
+        stored = book.report("ada")
+    assert stored.seed == seed and says_seed("\n".join(stored.log), seed)
