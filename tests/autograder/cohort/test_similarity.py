@@ -282,6 +282,22 @@ def test_file_names_and_code_cannot_inject_html(tmp_path):
     assert "&lt;b onmouseover=alert(2)&gt;.py" in html
 
 
+def test_names_that_a_spreadsheet_would_run_are_text_in_similarity_csv(tmp_path):
+    """A submission named like a formula, and a module file named like one, land in similarity.csv as safe_cell
+    writes them (a leading quote), so a spreadsheet shows them instead of running them; the plain name is kept."""
+    cohort_dir = tmp_path / "cohort"
+    formula, file_formula = '=HYPERLINK("evil.invalid","x")', "+cmd|' -C calc'!A0.py"
+    for name in ("alice", formula):
+        package = reference(cohort_dir / name, ["flops.py"]) / ASSIGNMENT
+        (package / file_formula).write_text((package / "flops.py").read_text())
+    csv_path, _ = write(compare(cohort_dir), tmp_path / "out")
+    rows = list(csv.DictReader(csv_path.open(encoding="utf-8", newline="")))
+    assert rows and {(row["first"], row["second"]) for row in rows} == {("'" + formula, "alice")}
+    cells = [cell for row in rows for cell in row.values()]
+    assert not [cell for cell in cells if cell[:1] in ("=", "+", "-", "@")]
+    assert any(file_formula in cell for cell in cells)  # the files compared are listed, none as a formula
+
+
 def test_bad_input_is_refused_with_what_to_do(tmp_path, capsys):
     with pytest.raises(SimilarityError, match="is not a folder: give the folder of submissions"):
         compare(tmp_path / "missing")

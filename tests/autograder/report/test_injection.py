@@ -70,3 +70,21 @@ def test_hostile_messages_stay_text_in_the_feedback_and_the_report(tmp_path):
         off_site = [tag for tag in links if re.search(r"(?:href|src)\s*=\s*['\"]?(?:https?:|javascript:|//)", tag)]
         assert off_site == [], off_site
         assert "<script>alert" not in html and "onerror=alert(1)>" not in html
+
+
+def test_hostile_messages_stay_text_in_nbgraders_feedback_page(tmp_path):
+    """nbgrader's feedback page (feedback/<student>/<assignment>/<notebook>.html, what release_feedback hands
+    the student) renders the same feedback.md: no heading from a message, no link, image or script."""
+    from autograder.package.nbgrader import write_feedback
+
+    course = tmp_path / "course"
+    course.mkdir()
+    (course / "nbgrader_config.py").write_text("c = get_config()\n")
+    report = hostile_grade(Path("mallory"))
+    page = write_feedback(course, "alpha", "mallory", "alpha", report).read_text(encoding="utf-8")
+    for i in range(len(HOSTILE)):
+        assert f"test_{i}" in page, f"failure {i} vanished from the page"
+    headings, links = headings_and_links(page)
+    assert not any("regrade" in h or "Heading" in h for h in headings), headings
+    assert links == [], links
+    assert "<script>alert" not in page and "onerror=alert(1)>" not in page
