@@ -92,8 +92,9 @@ test: install sandbox-tools browser-tools
 test-public: install
 	$(PYTEST) tests/resource_accounting tests/flash_attention tests/gpu_kernels
 
-# Every trivial strategy (return 0, 0.0, inf, None, True, False or the input; raise) graded by the real
-# grader; `make test` grades three of them.
+# Every trivial strategy (return 0, 0.0, inf, None, True, False or the input; raise; call the function
+# arguments as often as asked and return a made-up value) graded by the real grader; `make test` grades
+# three of them.
 .PHONY: test-trivial
 test-trivial: install sandbox-tools
 	LLMSYS_TRIVIAL=all $(PYTEST) tests/autograder/suites/test_trivial_submissions.py
