@@ -82,3 +82,26 @@ def test_the_agreement_table_sets_each_build_beside_its_launched_kernel_and_flag
     assert rows[5] == "| _flash_fwd_kernel | 4 | 3 | 32.0 / 32.0 | 255 / 255 | 40 / 0 | NO: spills |"
     assert rows[6].startswith("| _gelu_kernel | 4 | 3 | 0.0 / not launched |") and len(rows) == 7
     assert gpu_validate.disagrees(rows) and not gpu_validate.disagrees(rows[:3] + rows[4:5] + rows[6:])
+
+
+def test_a_build_is_set_beside_the_launched_specialisation_most_like_it():
+    """The forward is launched causal and not, at one config: two compiled kernels of one name, warps and stages.
+    Each build gets one row, beside the kernel that agrees with it, so a causal build is not judged against the
+    full kernel (a false "NO" would fail make gpu-validate on its first GPU run); with no kernel like it, the
+    row names the differences to the closest one."""
+    from types import SimpleNamespace
+
+    def kernel(shared, regs):
+        return SimpleNamespace(metadata=SimpleNamespace(num_warps=4, num_stages=2, shared=shared), n_regs=regs,
+                               n_spills=0)
+
+    def build(shared, registers):
+        return dict(kernel="_flash_fwd_kernel", num_warps=4, num_stages=2, shared_bytes=shared,
+                    registers=registers, spill_bytes=0)
+
+    launched = {"_flash_fwd_kernel": [kernel(32768, 168), kernel(40960, 200)]}
+    rows = gpu_validate.agreement_rows([build(40960, 200), build(32768, 168), build(32768, 200)], launched)
+    assert rows[2:] == ["| _flash_fwd_kernel | 4 | 2 | 40.0 / 40.0 | 200 / 200 | 0 / 0 | yes |",
+                        "| _flash_fwd_kernel | 4 | 2 | 32.0 / 32.0 | 168 / 168 | 0 / 0 | yes |",
+                        "| _flash_fwd_kernel | 4 | 2 | 32.0 / 32.0 | 200 / 168 | 0 / 0 | NO: registers |"]
+    assert gpu_validate.disagrees(rows) and not gpu_validate.disagrees(rows[:4])
