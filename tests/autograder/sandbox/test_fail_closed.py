@@ -5,7 +5,8 @@ a daemon started at import that keeps rewriting results.json, import the grader,
 are graded through the generated run_autograder as Gradescope runs it: as root, in a mount namespace
 where `bwrap` fails as it does under Docker's seccomp profile and the pids cgroup is read-only. The
 worker then runs as an unprivileged user of its own. Nothing may score, nothing of that user may be
-left running, and results.json must be the grader's. A one-mistake submission graded the same way,
+left running, and results.json must be the grader's. A spy run tries the user-mode attacks (files left in
+world-writable folders, the network, the grader's hidden suites): none may succeed. A one-mistake submission graded the same way,
 by the README's own command, gets feedback.md under 150 lines. Without any isolation the CLI refuses.
 """
 
@@ -19,7 +20,9 @@ import stat
 import subprocess
 import sys
 import tempfile
+import socket
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -61,6 +64,46 @@ def _daemon(results, notes):
 
 
 _daemon(RESULTS, NOTES)
+"""
+
+# Appended to the stubs' memory.py for the "spy" run: at import (in the worker, as its own user), what the
+# third outside battery tried in user mode. It leaves files in every world-writable folder, connects to a port
+# the test listens on and reads the hidden suites of the grader's package, and
+# notes what it managed in NOTES/spy.json (an open folder of the test's), where the test reads it.
+SPY = """
+
+def _spy(notes, port, marker, source):
+    import glob, json, os, socket
+    found = {"left": [], "connected": [], "network": [], "hidden": []}
+    for folder in ("/tmp", "/var/tmp", "/dev/shm"):
+        for path in (os.path.join(folder, marker), os.path.join(folder, marker + "-dir", "inside")):
+            try:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path, "w") as handle:
+                    handle.write("left behind")
+                found["left"].append(path)
+            except OSError:
+                pass
+    for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+        try:
+            with socket.socket(family, socket.SOCK_STREAM) as sock:
+                sock.settimeout(3)
+                sock.connect((host, port))
+                sock.sendall(b"spy")
+                found["connected"].append(host)
+        except OSError as exc:
+            found["network"].append(f"{host}: {exc}")
+    for path in glob.glob(os.path.join(source, "**", "test_hidden*.py"), recursive=True):
+        try:
+            with open(path) as handle:
+                found["hidden"].append((path, len(handle.read())))
+        except OSError:
+            pass
+    with open(os.path.join(notes, "spy.json"), "w") as handle:
+        json.dump(found, handle)
+
+
+_spy(NOTES, PORT, MARKER, SOURCE)
 """
 
 
@@ -127,20 +170,27 @@ def hosted(tmp_path_factory):
     notes = work / "notes"
     notes.mkdir(mode=0o777)
     notes.chmod(0o777)
+    listener = socket.create_server(("127.0.0.1", 0))  # the spy's target: nothing may reach it
+    listener.setblocking(False)
+    marker = f"llmsys-spy-{uuid.uuid4().hex}"
     members = [m for m in cohort.CHEATS if m.name in CHEATS]
     members += [m for m in cohort.MEMBERS if m.name in ("stubs", "mistake-matmul-flops")]
     built = {p.name: p for p in cohort.build(work / "cohort", [ASSIGNMENT], members)}
     runs = {}
     try:
         setup = namespace_setup(work)
-        for name in CHEATS + ("stubs",):
+        for name in CHEATS + ("stubs", "spy"):
             root = work / name
             (root / "results").mkdir(parents=True)
             (root / "source").symlink_to(source)
-            shutil.copytree(built[name], root / "submission")
+            shutil.copytree(built["stubs" if name == "spy" else name], root / "submission")
             if name == "stubs":  # the stubs plus the daemon: honest stubs score 0, so must this
                 with open(root / "submission" / ASSIGNMENT / "memory.py", "a") as handle:
                     handle.write(DAEMON.replace("RESULTS", repr(str(root / "results"))).replace("NOTES", repr(str(notes))))
+            if name == "spy":
+                spy = SPY.replace("NOTES", repr(str(notes))).replace("PORT", str(listener.getsockname()[1]))
+                with open(root / "submission" / ASSIGNMENT / "memory.py", "a") as handle:
+                    handle.write(spy.replace("MARKER", repr(marker)).replace("SOURCE", repr(str(root / "source"))))
             env = os.environ | {"AUTOGRADER_ROOT": str(root), "AUTOGRADER_PYTHON": sys.executable}
             runs[name] = (start(f"exec bash {root / 'source' / 'run_autograder'}", work, setup, env,
                                 work / f"{name}.log"), root / "results")
@@ -161,12 +211,19 @@ def hosted(tmp_path_factory):
                 code = process.wait()
             outcome[name] = (code, (work / f"{name}.log").read_text(errors="replace"), results)
         outcome["_notes"] = notes
+        outcome["_spy"] = (marker, source)
+        try:
+            listener.accept()
+            outcome["_reached"] = True
+        except BlockingIOError:
+            outcome["_reached"] = False
         yield outcome
     finally:
         for process, _ in runs.values():
             if process.poll() is None:
                 os.killpg(process.pid, 9)
                 process.wait()
+        listener.close()
         shutil.rmtree(work, ignore_errors=True)
 
 
@@ -197,6 +254,21 @@ def test_nothing_of_the_worker_users_is_left_running(hosted):
     assert not [pid for pid in pids if Path(f"/proc/{pid}").exists()]
     uids = range(user.FIRST_UID, user.FIRST_UID + user.ACCOUNTS)
     assert not [pid for uid in uids for pid in user.processes_of(uid)]
+
+
+def test_the_user_mode_worker_leaves_nothing_reaches_no_network_and_reads_no_hidden_test(hosted):
+    """The spy (the stubs plus the user-mode attacks, at import in the worker) scores 0; what it wrote in /tmp,
+    /var/tmp and /dev/shm is gone after grading; it reached no port of this machine (the seccomp filter refuses
+    every socket family but AF_UNIX); and the grader's package, hidden suites included, was closed to it."""
+    data = results_of(hosted, "spy")
+    assert data["score"] == 0 and len(data["tests"]) > 100
+    spy = json.loads((hosted["_notes"] / "spy.json").read_text())  # it ran: the attack was tried
+    marker, source = hosted["_spy"]
+    assert spy["left"], "the spy could write nowhere: the leftovers were not tried"
+    assert not [str(p) for folder in ("/tmp", "/var/tmp", "/dev/shm") for p in Path(folder).glob(marker + "*")]
+    assert spy["connected"] == [] and not hosted["_reached"] and len(spy["network"]) == 2, spy["network"]
+    assert spy["hidden"] == [], spy["hidden"]
+    assert list(Path(source).rglob("test_hidden*.py")), "the package has hidden suites to protect"
 
 
 def test_the_readme_command_grades_and_a_one_mistake_feedback_reads_in_order(hosted):
