@@ -468,7 +468,7 @@ def graded(tmp_path_factory):
         run_batch(base / "batch", base / "out", workers=1, grade_fn=pool.grade)
         for name, path in subs.items():
             if path.suffix == ".ipynb":
-                write_all(pool.grade(path), base / "out" / path.stem)
+                write_all(pool.grade(path), base / "out" / "submissions" / path.stem)  # beside the batch's
     finally:
         pool.close()
         if saved is None:
@@ -477,7 +477,7 @@ def graded(tmp_path_factory):
             os.environ["TMPDIR"] = saved
     result = {}
     for name in subs:
-        out = base / "out" / name.removesuffix(".ipynb")
+        out = base / "out" / "submissions" / name.removesuffix(".ipynb")
         result[name] = (GradeReport.from_json((out / "report.json").read_text()),
                         {p.name: p.read_bytes() for p in out.iterdir()})
     return result | {"_stages": stages}

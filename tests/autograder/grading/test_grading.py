@@ -59,7 +59,7 @@ def graded(tmp_path_factory):
             del os.environ["TMPDIR"]
         else:
             os.environ["TMPDIR"] = saved
-    return {p.parent.name: GradeReport.from_json(p.read_text()) for p in out.glob("*/report.json")} | {
+    return {p.parent.name: GradeReport.from_json(p.read_text()) for p in out.glob("submissions/*/report.json")} | {
         "_out": out, "_stages": stages.name}
 
 
