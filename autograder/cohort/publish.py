@@ -28,7 +28,7 @@ from pathlib import Path
 from autograder.cohort.answers import default_course, released_keys
 from autograder.cohort.late import Lateness, feedback_lines, mark_adjusted, with_late_section
 from autograder.grading.results import GradeReport
-from autograder.report import SUBMISSIONS, submission_folder, write_all
+from autograder.report import one_folder, submission_folder, write_all
 from autograder.report.answers import AnswerKey
 from autograder.report.gradebook import MISSING, Final, Gradebook, finals
 from autograder.report.gradescope import with_late
@@ -54,7 +54,7 @@ def publish(out: Path, *, course: Path | None = None, now: datetime | None = Non
         late, final = book.late(), finals(book)
         for row in book.rows():
             folder = submission_folder(out, row["name"])
-            if folder.resolve().parent != (out / SUBMISSIONS).resolve() or row["status"] == MISSING:
+            if not one_folder(out, row["name"]) or row["status"] == MISSING:
                 continue  # a name that is not one folder of OUT/submissions (never made by a batch), or no submission
             report = book.report(row["name"]) or GradeReport(row["name"], log=[GRADER_FAILED])
             try:

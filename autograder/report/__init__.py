@@ -24,7 +24,8 @@ from autograder.report.markdown import feedback_markdown
 from autograder.grading.results import GradeReport
 from autograder.report.answers import AnswerKey
 
-__all__ = ["SUBMISSIONS", "feedback_markdown", "junit_xml", "results_json", "submission_folder", "write_all"]
+__all__ = ["SUBMISSIONS", "feedback_markdown", "junit_xml", "one_folder", "results_json", "submission_folder",
+           "write_all"]
 
 SUBMISSIONS = "submissions"  # the folder of a batch's output that holds one folder per submission
 
@@ -32,6 +33,12 @@ SUBMISSIONS = "submissions"  # the folder of a batch's output that holds one fol
 def submission_folder(out: Path, name: str) -> Path:
     """OUT/submissions/<name>/: where a batch writes one submission's files (write_all)."""
     return Path(out) / SUBMISSIONS / name
+
+
+def one_folder(out: Path, name: str) -> bool:
+    """Whether `name` names exactly one folder of OUT/submissions, as every name a batch makes does (a
+    gradebook row edited by hand could hold "../x" or "a/b": nothing is read or written for it)."""
+    return submission_folder(out, name).resolve().parent == (Path(out) / SUBMISSIONS).resolve()
 
 
 def write_all(report: GradeReport, out: Path, released: Mapping[str, AnswerKey] | None = None) -> None:

@@ -41,7 +41,7 @@ from typing import NamedTuple
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markdown_it import MarkdownIt
 
-from autograder.report import SUBMISSIONS, submission_folder
+from autograder.report import one_folder, submission_folder
 from autograder.report.gradebook import (late_rows, open_read_only, result_rows, roster_sections, roster_view,
                                          submission_rows)
 from autograder.report.markdown import feedback_markdown
@@ -248,7 +248,7 @@ def _add_details(tests: list[dict], stored: list[dict]) -> None:
 
 def _feedback(out: Path, name: str, report: str | None) -> str:
     path = submission_folder(out, name) / "feedback.md"
-    if path.parent.resolve().parent == (out / SUBMISSIONS).resolve() and path.is_file():
+    if one_folder(out, name) and path.is_file():
         return path.read_text(encoding="utf-8", errors="replace")
     try:
         return feedback_markdown(GradeReport.from_json(report)) if report else ""
