@@ -1,7 +1,9 @@
 # Every target installs what it needs: a virtual environment in .venv, torch first (the pinned CPU
-# wheel), then the project's dependencies from pyproject.toml. The install is skipped while the stamp
-# for the current pyproject.toml exists. Pass PYTHON=/path/to/python to use an environment you manage
-# yourself (e.g. a GPU image with torch and triton preinstalled); then nothing is installed.
+# wheel), then every other dependency at the exact version and file hash of requirements-instructor.lock
+# (`make lock` writes it, and the student release's requirements.lock, from pyproject.toml). The install
+# is skipped while the stamp for the current pyproject.toml and lock exists. Pass PYTHON=/path/to/python
+# to use an environment you manage yourself (e.g. a GPU image with torch and triton preinstalled); then
+# nothing is installed.
 
 SHELL := /bin/bash
 VENV ?= .venv
@@ -12,10 +14,11 @@ TORCH_PIN ?= torch==2.13.0
 # for Linux, pip, CPU) to install the small CPU build of the same version instead. Empty by default:
 # torch then comes from wherever pip is configured to look.
 TORCH_INDEX ?=
+LOCK := requirements-instructor.lock
 
 ifeq ($(origin PYTHON), undefined)
 PYTHON := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(LOCK) | cksum | cut -d' ' -f1)
 else
 STAMP :=
 endif
@@ -50,19 +53,28 @@ help:
 	@echo "make bench-report  time the cohort report: the sample cohort and a synthetic one of 500 submissions"
 	@echo "make report-screenshot  a screenshot of the report (build/report/screenshot.png; SCREENSHOT=autograder/report/screenshot.png for the README's), in headless chromium"
 	@echo "make answers       build/answers/<assignment>.md: keys, model answers and hidden tests of each assignment past its release date"
+	@echo "make lock          resolve requirements-instructor.lock and requirements.lock again from pyproject.toml (UPGRADE=1: newest versions)"
 
 install: $(STAMP)
 
-# The stamp's name holds pyproject.toml's checksum: a changed pyproject.toml names another stamp, so the
-# rule has no prerequisite (a fresh clone's newer file times must not reinstall into an existing venv).
+# The stamp's name holds the checksum of pyproject.toml and the lock: a change to either names another stamp,
+# so the rule has no prerequisite (a fresh clone's newer file times must not reinstall into an existing venv).
+# pip checks every file it installs against the lock's hashes, and refuses a dependency the lock lacks.
 $(VENV)/.installed-%:
 	@test -x $(VENV)/bin/python || $(BOOTSTRAP) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check $(TORCH_PIN)$(if $(TORCH_INDEX), --index-url $(TORCH_INDEX))
-	$(VENV)/bin/python -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; \
-	  print("\n".join(p["dependencies"] + p["optional-dependencies"]["instructor"]))' > $(VENV)/requirements.txt
-	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r $(VENV)/requirements.txt
+	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes -r $(LOCK)
 	@rm -f $(VENV)/.installed-*
 	@touch $@
+
+# The lock files (README "Installing: the locked versions"): requirements-instructor.lock (this repository, the
+# Gradescope grader) and requirements.lock (the student release), resolved by uv (an instructor extra) from
+# pyproject.toml with TORCH_PIN, for Linux and macOS and every Python pyproject.toml allows. Versions locked
+# now stay where pyproject.toml still allows them; UPGRADE=1 takes the newest. Needs the package index.
+UPGRADE ?=
+.PHONY: lock
+lock: install
+	$(PYTHON) -m autograder.package.lock --torch '$(TORCH_PIN)'$(if $(UPGRADE), --upgrade)
 
 # The grader's sandbox uses bubblewrap. Install it where we can (root with apt); otherwise the grader
 # says which protections are active without it.

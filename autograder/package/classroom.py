@@ -5,8 +5,9 @@
 The template is the student release (release.py) plus .github/workflows/classroom.yml and the one
 script its steps run (autograder/package/classroom_step.py). The workflow follows what GitHub
 Classroom's grading reporter expects: a single job, `run-autograding-tests`, in a workflow named
-"Autograding Tests"; after checkout and `make install`, one step per public test file, each with an
-id, reporting that file's points (each with a deadline of its own and `if: always()`, so that a hanging
+"Autograding Tests"; after checkout and `make install` (torch, then the release's requirements.lock
+with its hashes: the course's versions), one step per public test file, each with an id, reporting that
+file's points (each with a deadline of its own and `if: always()`, so that a hanging
 test file reports its timeout and the others still report); then the reporter step (`if: always()`), which reads each step's `result` output
 (env `<ID>_RESULTS`) and lists every step id in `runners`. The steps' points add up to the public
 total. Students can edit this workflow in their own repositories, so its score is feedback; the grade
@@ -60,7 +61,7 @@ def workflow(tests: list[CollectedTest]) -> dict:
                 "with": {"runners": ",".join(ids)}}
     setup = [{"name": "Checkout code", "uses": "actions/checkout@v4"},
              {"name": "Set up Python", "uses": "actions/setup-python@v5", "with": {"python-version": "3.11"}},
-             {"name": "Install (torch, then the student dependencies)", "run": "make install",
+             {"name": "Install (torch, then the locked student dependencies)", "run": "make install",
               # A repository (or organisation) variable TORCH_INDEX, where set, is the wheel index torch comes
               # from: GitHub's runners have no NVIDIA GPU, and PyTorch's CPU-only index saves several GB.
               "env": {"TORCH_INDEX": "${{ vars.TORCH_INDEX }}"}, "timeout-minutes": 30}]

@@ -3,11 +3,12 @@
     python -m autograder.package.gradescope dist/gradescope        # dist/gradescope/<assignment>.zip
 
 The zip holds setup.sh (run once to build Gradescope's image: Debian's bubblewrap, a virtual
-environment, `pip install torch==2.13.0`, then requirements.txt) and run_autograder (run per
-submission: `python -m autograder grade /autograder/submission --assignment <a> --out
-/autograder/results`), beside the trusted grader for that one assignment: autograder/ with only its
-hidden suite, kernels/, its reference solution, its stubs and public tests, the root conftest.py and
-pyproject.toml. The zip's bytes depend only on those files (layout.write_zip).
+environment, `pip install torch==2.13.0`, then requirements-instructor.lock with its hashes: the versions
+the course's own grader runs, so that Gradescope and a regrade on the instructor's machine grade on the
+same set) and run_autograder (run per submission: `python -m autograder grade /autograder/submission
+--assignment <a> --out /autograder/results`), beside the trusted grader for that one assignment:
+autograder/ with only its hidden suite, kernels/, its reference solution, its stubs and public tests, the
+root conftest.py and pyproject.toml. The zip's bytes depend only on those files (layout.write_zip).
 
 The course file (grading.toml of the repository, or --course), where the course has one, is checked whole
 first (no zip is written when it is wrong), then packaged for each assignment as that assignment's
@@ -34,10 +35,9 @@ from pathlib import Path
 from autograder.cohort.course import COURSE_FILE, CourseError, check, load_roster
 from autograder.package.layout import (ROOT, assignments, copy, files_of, public_tests, reset, write_text,
                                        write_zip)
+from autograder.package.lock import INSTRUCTOR
 
 TEMPLATES = Path(__file__).with_name("templates")
-# Of the instructor extras, the grader needs only nbformat (to read notebook submissions).
-GRADER_EXTRAS = ("nbformat",)
 COURSE = ROOT / COURSE_FILE  # the course file `make gradescope` packages, where the course has one
 
 
@@ -46,7 +46,7 @@ def grader_files(assignment: str) -> list[str]:
     others = [f"autograder/suites/{name}/" for name in assignments() if name != assignment]
     grader = [rel for rel in files_of("autograder") if not rel.startswith(tuple(others))]
     return grader + [*public_tests([assignment]), "kernels", f"solutions/{assignment}", f"assignments/{assignment}",
-                     "conftest.py", "pyproject.toml"]
+                     "conftest.py", "pyproject.toml", INSTRUCTOR.file]
 
 
 def course_file(course: Path, assignment: str) -> str:
@@ -97,14 +97,6 @@ def _value(value) -> str:
     return value.isoformat()  # datetime, date, time
 
 
-def requirements() -> str:
-    """The grader's dependencies, one per line: the project's, and the instructor extras it needs."""
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    extras = [d for d in project["optional-dependencies"]["instructor"]
-              if re.match(r"[A-Za-z0-9_.-]+", d).group(0).lower() in GRADER_EXTRAS]
-    return "\n".join(project["dependencies"] + extras) + "\n"
-
-
 def torch_index_checked(index: str) -> str:
     """`index` if it is an http(s) URL that setup.sh can hold in double quotes, else a ValueError saying so."""
     if index and not re.fullmatch(r"https?://[^\s\"'$`\\]+", index):
@@ -119,7 +111,6 @@ def stage(assignment: str, folder: Path, course: Path | None = None, torch_index
     copy(grader_files(assignment), folder)
     if course is not None:
         write_text(folder / COURSE_FILE, course_file(course, assignment))
-    write_text(folder / "requirements.txt", requirements())
     setup = (TEMPLATES / "setup.sh").read_text(encoding="utf-8").replace("@TORCH_INDEX@", torch_index_checked(torch_index))
     write_text(folder / "setup.sh", setup, executable=True)
     script = (TEMPLATES / "run_autograder").read_text(encoding="utf-8").replace("@ASSIGNMENT@", assignment)

@@ -4,9 +4,11 @@
 
 It holds the stubs (assignments/, generated fresh from solutions/, handouts included), the public
 tests, kernels/, the harness (the part of the grader the public tests need: autograder/__init__.py,
-harness/, grading/wire.py, grading/results.py), the root conftest.py, and three files written for students: a
-Makefile (`make test` and the targets the handouts name), a README (the student part of the root
-README, adapted) and a pyproject.toml (student dependencies only; the tests import assignments/).
+harness/, grading/wire.py, grading/results.py), the root conftest.py, the student lock file
+(requirements.lock: the dependencies' exact versions and hashes, which the Makefile installs after torch),
+and three files written for students: a Makefile (`make test` and the targets the handouts name), a
+README (the student part of the root README, adapted) and a pyproject.toml (student dependencies only;
+the tests import assignments/).
 No solutions, no hidden suites, no other part of the grader. A release built after an assignment's
 answers are released (the course file's date: autograder/cohort/answers.py) also holds them,
 answers/<assignment>.md; before that date nothing of them.
@@ -25,6 +27,7 @@ from autograder.cohort.answers import released_keys
 from autograder.cohort.course import COURSE_FILE, CourseError
 from autograder.package.layout import (HARNESS, ROOT, assignments, copy, public_tests, reset, tree_files,
                                        write_text)
+from autograder.package.lock import STUDENT
 from autograder.report.answers import AnswerKey, key_markdown
 
 TEMPLATES = Path(__file__).with_name("templates")
@@ -83,7 +86,8 @@ def student_pyproject() -> str:
         f"version = {q(project['version'])}",
         f"description = {q(project['description'])}",
         f"requires-python = {q(project['requires-python'])}",
-        "# torch is installed first by the Makefile (`pip install torch==2.13.0`), which satisfies this range.",
+        "# The ranges the code works with; the Makefile installs torch first (`pip install torch==2.13.0`), then",
+        f"# the exact versions of {STUDENT.file}, which the course resolved from these ranges.",
         "dependencies = [",
         *[f"    {q(dependency)}," for dependency in project["dependencies"]],
         "]",
@@ -105,7 +109,7 @@ def build(dest: Path, released: dict[str, AnswerKey] | None = None) -> list[str]
     stubs.generate(ROOT / "solutions", dest / "assignments")
     for path in (dest / "assignments").rglob("*"):
         path.chmod(0o755 if path.is_dir() else 0o644)
-    copy(public_tests(assignments()) + ["kernels", *HARNESS, "conftest.py"], dest)
+    copy(public_tests(assignments()) + ["kernels", *HARNESS, "conftest.py", STUDENT.file], dest)
     write_text(dest / "Makefile", (TEMPLATES / "student.mk").read_text(encoding="utf-8"))
     write_text(dest / "README.md", student_readme())
     write_text(dest / "pyproject.toml", student_pyproject())

@@ -1,9 +1,11 @@
-"""The Makefile's `make grade SUBMISSION=path`: one submission, one grade, in a folder of its own.
+"""The Makefile's `make grade SUBMISSION=path` (one submission, one grade, in a folder of its own) and its install.
 
 It grades into GRADED_ONE/<name> (build/grade/<name>), never into the batch's GRADES (build/grades), whose
 files the gradebook owns. The commands are read with `make -n` (printed, not run); PYTHON is given, so the
 install step has nothing to do. The guard that refuses overlapping folders is run for real, with the install
 and sandbox steps skipped (`-o`) and PYTHON=true, so that even a Makefile without the guard grades nothing.
+The install is read with `make -n` and `make -q` in a folder holding a copy of the Makefile, pyproject.toml
+and the lock file.
 """
 
 import os
@@ -69,3 +71,58 @@ def test_make_grade_runs_with_separate_folders():
     done = make("-o", "install", "-o", "sandbox-tools", "grade", "PYTHON=true", "SUBMISSION=alice",
                 "GRADES=build/grades", "GRADED_ONE=build/grade")
     assert done.returncode == 0, done.stderr
+
+
+# The install: torch first, then the lock with its hashes; a stamp named after pyproject.toml and the lock.
+
+def make_in(folder: Path, *args: str) -> subprocess.CompletedProcess:
+    """`make ARGS` in a folder holding a copy of the Makefile, pyproject.toml and the lock (nothing is run with -n)."""
+    env = {k: v for k, v in os.environ.items() if k not in {"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES",
+                                                            "PYTHON", "VENV", "TORCH_INDEX", "UPGRADE"}}
+    return subprocess.run(["make", "--no-print-directory", *args], cwd=folder, env=env, capture_output=True,
+                          text=True, timeout=60)
+
+
+@pytest.fixture
+def copy(tmp_path) -> Path:
+    for name in ("Makefile", "pyproject.toml", "requirements-instructor.lock"):
+        shutil.copyfile(ROOT / name, tmp_path / name)
+    return tmp_path
+
+
+def test_install_puts_torch_first_then_every_other_dependency_from_the_lock_with_its_hashes(copy):
+    plan = make_in(copy, "-n", "install").stdout.splitlines()
+    pips = [line for line in plan if " -m pip install " in line]
+    assert len(pips) == 2 and pips[0].endswith("pip install --quiet --disable-pip-version-check torch==2.13.0")
+    assert pips[1].endswith("pip install --quiet --disable-pip-version-check --require-hashes "
+                            "-r requirements-instructor.lock")
+    assert plan[-1].startswith("touch .venv/.installed-")
+
+
+def test_the_install_stamp_follows_pyproject_and_the_lock_not_file_times(copy):
+    def stamp() -> str:
+        return make_in(copy, "-n", "install").stdout.splitlines()[-1].removeprefix("touch ")
+
+    first = stamp()
+    (copy / first).parent.mkdir()
+    (copy / first).touch()
+    os.utime(copy / "requirements-instructor.lock")  # newer than the stamp, as in a fresh clone beside the venv
+    assert make_in(copy, "-q", "install").returncode == 0  # up to date: nothing to install
+    with open(copy / "requirements-instructor.lock", "a") as handle:
+        handle.write("# changed\n")
+    assert stamp() != first and make_in(copy, "-q", "install").returncode != 0
+    (copy / "requirements-instructor.lock").write_bytes((ROOT / "requirements-instructor.lock").read_bytes())
+    with open(copy / "pyproject.toml", "a") as handle:
+        handle.write("# changed\n")
+    assert stamp() != first
+
+
+def test_make_lock_resolves_with_the_torch_pin_and_upgrades_only_when_asked():
+    def command(*args: str) -> str:
+        done = make("-n", "lock", "PYTHON=python", *args)
+        assert done.returncode == 0, done.stderr
+        return next(line for line in done.stdout.splitlines() if "autograder.package.lock" in line)
+
+    assert shlex.split(command()) == ["python", "-m", "autograder.package.lock", "--torch", "torch==2.13.0"]
+    assert shlex.split(command("UPGRADE=1"))[-1] == "--upgrade"
+    assert "make lock" in make("help").stdout

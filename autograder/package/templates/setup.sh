@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Gradescope runs this once, as root on its Ubuntu image, to build the autograder: Debian's bubblewrap
 # for the sandbox the student's code runs in, then a virtual environment beside this script with torch
-# (installed first, pinned, as everywhere in the course) and the grader's dependencies.
+# (installed first, pinned, as everywhere in the course) and the grader's dependencies at the exact versions
+# and file hashes of requirements-instructor.lock (those the course's own grader runs).
 set -euo pipefail
 cd "$(dirname "$0")"
 export DEBIAN_FRONTEND=noninteractive
@@ -22,4 +23,4 @@ fi
 # have no NVIDIA GPU, and PyTorch's CPU-only index saves the several GB of CUDA libraries. Empty: pip's default.
 TORCH_INDEX="@TORCH_INDEX@"
 .venv/bin/python -m pip install --quiet --disable-pip-version-check torch==2.13.0 ${TORCH_INDEX:+--index-url "$TORCH_INDEX"}
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
+.venv/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes -r requirements-instructor.lock

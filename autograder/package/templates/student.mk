@@ -1,6 +1,7 @@
 # The student release's Makefile. Every target installs what it needs: a virtual environment in .venv,
-# torch first (the pinned wheel), then the dependencies from pyproject.toml. The install is skipped
-# while the stamp for the current pyproject.toml exists. Pass PYTHON=/path/to/python to use an
+# torch first (the pinned wheel), then every other dependency at the exact version and file hash of
+# requirements.lock (the course's versions, the same all term). The install is skipped while the stamp
+# for the current pyproject.toml and requirements.lock exists. Pass PYTHON=/path/to/python to use an
 # environment you manage yourself (e.g. a GPU image with torch and triton preinstalled); then nothing
 # is installed.
 
@@ -13,10 +14,11 @@ TORCH_PIN ?= torch==2.13.0
 # for Linux, pip, CPU) to install the small CPU build of the same version instead. Empty by default:
 # torch then comes from wherever pip is configured to look.
 TORCH_INDEX ?=
+LOCK := requirements.lock
 
 ifeq ($(origin PYTHON), undefined)
 PYTHON := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(LOCK) | cksum | cut -d' ' -f1)
 else
 STAMP :=
 endif
@@ -40,14 +42,13 @@ help:
 
 install: $(STAMP)
 
-# The stamp's name holds pyproject.toml's checksum, so the rule needs no prerequisite: file times never
-# reinstall into a venv that already has this pyproject.toml's dependencies.
+# The stamp's name holds the checksum of pyproject.toml and the lock, so the rule needs no prerequisite:
+# file times never reinstall into a venv that already has this lock's dependencies. pip checks every file
+# it installs against the lock's hashes.
 $(VENV)/.installed-%:
 	@test -x $(VENV)/bin/python || $(BOOTSTRAP) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check $(TORCH_PIN)$(if $(TORCH_INDEX), --index-url $(TORCH_INDEX))
-	$(VENV)/bin/python -c 'import tomllib; \
-	  print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' > $(VENV)/requirements.txt
-	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r $(VENV)/requirements.txt
+	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes -r $(LOCK)
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 

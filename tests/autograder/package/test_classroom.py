@@ -3,13 +3,15 @@
 import base64
 import json
 import shlex
+import subprocess
 
 import yaml
 
 from autograder.package.classroom import REPORTER, WORKFLOW
 from autograder.package.classroom_step import STEP_TIMEOUT, result
 from autograder.grading.results import GradeReport, TestResult
-from tests.autograder.package.conftest import ASSIGNMENT, HANG_TIMEOUT
+from autograder.package.layout import ROOT
+from tests.autograder.package.conftest import ASSIGNMENT, HANG_TIMEOUT, clean_env
 
 
 def workflow(packaged) -> dict:
@@ -37,6 +39,17 @@ def test_the_workflow_has_the_one_job_and_name_the_reporter_requires(packaged):
     assert steps[0]["uses"].startswith("actions/checkout@") and {"run": "make install"}.items() <= steps[2].items()
     # The repository's TORCH_INDEX variable reaches the Makefile's `TORCH_INDEX ?=` through the environment.
     assert steps[2]["env"] == {"TORCH_INDEX": "${{ vars.TORCH_INDEX }}"}
+
+
+def test_the_workflows_make_install_takes_torch_then_the_templates_lock_with_its_hashes(packaged):
+    """What the install step runs: the template's Makefile with the TORCH_INDEX the workflow passes on."""
+    template = packaged.dist / "classroom"
+    plan = subprocess.run(["make", "-n", "install"], cwd=template, env=clean_env(TORCH_INDEX="file:///cpu-wheels"),
+                          capture_output=True, text=True, check=True).stdout
+    pips = [line for line in plan.splitlines() if " -m pip install " in line]
+    assert [pip.split("--disable-pip-version-check ")[1] for pip in pips] == [
+        "torch==2.13.0 --index-url file:///cpu-wheels", "--require-hashes -r requirements.lock"]
+    assert (template / "requirements.lock").read_bytes() == (ROOT / "requirements.lock").read_bytes()
 
 
 def test_the_reporter_reads_every_grading_step_by_its_id(packaged):

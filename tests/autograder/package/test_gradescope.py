@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 
 from autograder.package import gradescope
-from autograder.package.layout import assignments
+from autograder.package.layout import ROOT, assignments
 from autograder.report.gradescope import schema
 from tests.autograder.package.conftest import ASSIGNMENT, clean_env
 
@@ -26,7 +26,7 @@ def test_each_zip_holds_the_scripts_and_the_grader_of_its_one_assignment(package
             infos = {info.filename: info for info in archive.infolist()}
             run = archive.read("run_autograder").decode()
         others = [other for other in assignments() if other != name]
-        assert {"setup.sh", "run_autograder", "requirements.txt", "pyproject.toml", "conftest.py",
+        assert {"setup.sh", "run_autograder", "requirements-instructor.lock", "pyproject.toml", "conftest.py",
                 f"solutions/{name}/__init__.py", f"autograder/suites/{name}/conftest.py"} <= set(infos)
         assert not [f for f in infos if any(f"/{other}/" in f or f.startswith(f"{other}/") for other in others)]
         assert all(info.date_time == (1980, 1, 1, 0, 0, 0) for info in infos.values())
@@ -35,14 +35,18 @@ def test_each_zip_holds_the_scripts_and_the_grader_of_its_one_assignment(package
         assert f'ASSIGNMENT="{name}"' in run and '--out "$ROOT/results"' in run
 
 
-def test_setup_installs_bubblewrap_then_torch_then_the_requirements_and_names_no_registry(packaged):
+def test_setup_installs_bubblewrap_then_torch_then_the_lock_with_its_hashes_and_names_no_registry(packaged):
     with zipfile.ZipFile(packaged.dist / "gradescope" / f"{ASSIGNMENT}.zip") as archive:
         setup = archive.read("setup.sh").decode()
-        scripts = setup + archive.read("run_autograder").decode() + archive.read("requirements.txt").decode()
+        locked = archive.read("requirements-instructor.lock")
+        scripts = setup + archive.read("run_autograder").decode() + locked.decode()
+    assert locked == (ROOT / "requirements-instructor.lock").read_bytes()  # the versions the course's grader runs
     subprocess.run(["bash", "-n"], input=setup, text=True, check=True)
     assert "apt-get install -y -qq bubblewrap" in setup
-    assert setup.index("bubblewrap") < setup.index("pip install --quiet --disable-pip-version-check torch==2.13.0") \
-        < setup.index("-r requirements.txt")
+    pip = "pip install --quiet --disable-pip-version-check "
+    assert setup.index("bubblewrap") < setup.index(pip + "torch==2.13.0") \
+        < setup.index(pip + "--require-hashes -r requirements-instructor.lock\n")
+    assert setup.count(" -m pip install ") == 2
     assert not REGISTRY.search(scripts), REGISTRY.search(scripts)
     assert 'TORCH_INDEX=""' in setup  # without `make gradescope TORCH_INDEX=...`, pip's own default
 

@@ -1,6 +1,7 @@
 """The student release: exactly what students need, and its `make test` works on stubs and on solutions."""
 
 import re
+import shutil
 import subprocess
 import tomllib
 
@@ -35,7 +36,8 @@ def test_the_release_holds_stubs_public_tests_kernels_and_the_harness_and_nothin
         expected |= set(files_of(f"tests/{name}"))
     for rel in HARNESS:
         expected |= set(files_of(rel))
-    assert set(files) == expected | {"Makefile", "README.md", "pyproject.toml", ".gitignore"}
+    assert set(files) == expected | {"Makefile", "README.md", "pyproject.toml", ".gitignore", "requirements.lock"}
+    assert (student / "requirements.lock").read_bytes() == (ROOT / "requirements.lock").read_bytes()
     for rel in files_of("assignments"):
         assert (student / rel).read_bytes() == (ROOT / rel).read_bytes(), f"{rel} is not the stub"
     assert not any("BEGIN SOLUTION" in (student / rel).read_text() for rel in files if rel.endswith(".py"))
@@ -56,11 +58,29 @@ def test_the_student_readme_is_the_student_part_of_the_root_readme(packaged):
     assert "## Instructors" not in readme and "--impl solutions" not in readme and "autograder batch" not in readme
 
 
-def test_the_student_makefile_installs_torch_first_then_the_student_dependencies(packaged):
+def test_the_student_makefile_installs_torch_first_then_the_student_lock_with_its_hashes(packaged):
     plan = subprocess.run(["make", "-n", "test"], cwd=packaged.dist / "student", env=clean_env(),
                           capture_output=True, text=True, check=True).stdout
-    torch, rest = plan.index("pip install --quiet --disable-pip-version-check torch==2.13.0"), plan.index("-r .venv")
+    torch = plan.index("pip install --quiet --disable-pip-version-check torch==2.13.0\n")
+    rest = plan.index("pip install --quiet --disable-pip-version-check --require-hashes -r requirements.lock\n")
     assert "-m venv .venv" in plan and torch < rest < plan.index("-m pytest")
+    assert plan.count(" -m pip install ") == 2
+
+
+def test_the_student_install_stamp_follows_the_lock(packaged, tmp_path):
+    """A changed requirements.lock (a course that re-locked) reinstalls; an unchanged one never does."""
+    student = tmp_path / "student"
+    shutil.copytree(packaged.dist / "student", student)
+
+    def stamp() -> str:
+        plan = subprocess.run(["make", "-n", "install"], cwd=student, env=clean_env(), capture_output=True, text=True,
+                              check=True).stdout
+        return plan.splitlines()[-1].removeprefix("touch ")
+
+    first = stamp()
+    with open(student / "requirements.lock", "a") as handle:
+        handle.write("# re-locked\n")
+    assert stamp() != first
 
 
 def test_make_test_on_the_stubs_scores_zero_and_every_failure_is_not_implemented(packaged):
