@@ -13,6 +13,7 @@ Markers a test may carry:
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import random
 from pathlib import Path
@@ -34,6 +35,9 @@ _REPORT = pytest.StashKey[GradeReport]()
 _STATE = pytest.StashKey[dict]()
 _SEED = pytest.StashKey[int]()
 _EDGES = pytest.StashKey[set]()
+# Under pytest-xdist the tests run in worker processes: each result also rides on its teardown report under
+# this attribute (pytest serialises a report's attributes), so that the controller's points table has them all.
+_HANDOFF = "llmsys_result"
 
 MARKERS = (
     "points(n): points the test is worth",
@@ -68,6 +72,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_SEED] = seed if seed is not None else random.SystemRandom().randrange(2**31)
     config.stash[_REPORT] = GradeReport(submission="", log=[f"seed {config.stash[_SEED]} (rerun with --seed)"],
                                         seed=config.stash[_SEED])
+    if not hasattr(config, "workerinput"):  # not a pytest-xdist worker: collect what workers hand off
+        config.pluginmanager.register(_Handoff(config), "llmsys-handoff")
     remote = config.hook.pytest_llmsys_student(config=config)
     if remote is not None:
         config.stash[_STUDENT] = remote
@@ -183,14 +189,32 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     elif report.passed and report.when == "call" and state["status"] is None:
         state["status"] = "passed"
     if report.when == "teardown":
-        _record(item, state)
+        result = _record(item, state)
+        if result is not None and hasattr(item.config, "workerinput"):
+            setattr(report, _HANDOFF, {"result": dataclasses.asdict(result),
+                                       "edge": item.get_closest_marker("edge") is not None})
     return report
 
 
-def _record(item: pytest.Item, state: dict) -> None:
+class _Handoff:
+    """The controller of a pytest-xdist run: records the results its workers hand off on their reports."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        handed = getattr(report, _HANDOFF, None)
+        if not isinstance(handed, dict):
+            return
+        self.config.stash[_REPORT].tests.append(TestResult(**handed["result"]))
+        if handed["edge"]:
+            self.config.stash.setdefault(_EDGES, set()).add(handed["result"]["name"])
+
+
+def _record(item: pytest.Item, state: dict) -> TestResult | None:
     points = points_of(item)
     if points is None:
-        return
+        return None
     if item.get_closest_marker("edge") is not None:
         item.config.stash.setdefault(_EDGES, set()).add(item.nodeid)
     visibility = item.get_closest_marker("visibility")
@@ -198,19 +222,19 @@ def _record(item: pytest.Item, state: dict) -> None:
     doc = (getattr(item, "obj", None).__doc__ or "").strip() if hasattr(item, "obj") else ""
     checks, _, rest = doc.partition("\n\n")
     hint = next((line.strip()[5:].strip() for line in rest.splitlines() if line.strip().startswith("Hint:")), "")
-    item.config.stash[_REPORT].tests.append(
-        TestResult(
-            name=item.nodeid,
-            assignment=assignment_of(item),
-            max_points=points,
-            status=state["status"] or "error",
-            message=state["message"],
-            visibility=visibility.args[0] if visibility else "visible",
-            task=task.args[0] if task else "",
-            checks=" ".join(checks.split()),
-            hint=hint,
-        )
+    result = TestResult(
+        name=item.nodeid,
+        assignment=assignment_of(item),
+        max_points=points,
+        status=state["status"] or "error",
+        message=state["message"],
+        visibility=visibility.args[0] if visibility else "visible",
+        task=task.args[0] if task else "",
+        checks=" ".join(checks.split()),
+        hint=hint,
     )
+    item.config.stash[_REPORT].tests.append(result)
+    return result
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -298,3 +298,35 @@ def test_a_tensor_summary_names_shapes_dtypes_the_count_off_and_the_worst_elemen
     got[0, 0] = float("nan")
     assert "worst at index (0, 0): got nan, expected 0" in summarise(got, expected, (0, 1e-3))
     assert summarise(got.T, expected).endswith("expected shape (2, 3) torch.float32")
+
+
+EDGE_TESTS = '''
+import pytest
+
+
+@pytest.mark.points(1)
+@pytest.mark.task("m.add")
+def test_add_value(student):
+    assert student.module("demo.m").add(2, 2) == 4
+
+
+@pytest.mark.points(6)
+@pytest.mark.edge
+@pytest.mark.task("m.add")
+def test_add_edge(student):
+    """Passes on any tree: counts only where test_add_value passes."""
+'''
+
+
+@pytest.mark.parametrize("tree", ["solutions", "assignments"])
+def test_parallel_workers_print_the_same_points_table_as_one_process(project, tree):
+    """Under pytest-xdist the tests run in worker processes; the controller's table must still count every
+    result, and settle the edge cases on all of them (an edge case whose ordinary test failed on the other
+    worker counts nothing)."""
+    pytest.importorskip("xdist", reason="pytest-xdist (an instructor dependency) is not installed")
+    (project.path / "tests" / "demo" / "test_edges.py").write_text(EDGE_TESTS)
+    serial = run(project, "--impl", tree)
+    parallel = run(project, "--impl", tree, "-n", "2", "--dist", "load")
+    assert points_table(serial) and points_table(parallel) == points_table(serial)
+    expected = "12 / 16" if tree == "solutions" else "0 / 16"
+    assert expected in points_table(parallel)[0], points_table(parallel)
