@@ -142,8 +142,9 @@ def gpu_builds(kernel: str, dtype: str, target: str) -> dict:
     {"launches": [...], "builds": [...]} or {"error": ...}.
 
     The student's function runs as on a GPU (fake CUDA tensors; each launch recorded, not run) and each
-    kernel is compiled at the first of its autotune configs (kernels.crosscompile), in a subprocess: this
-    worker interprets Triton, the compiler needs TRITON_INTERPRET=0. The kernel is built in both
+    kernel is compiled at the num_warps and num_stages it is launched with (an autotuned kernel at its first
+    config) by kernels.crosscompile, in a subprocess: this worker interprets Triton, the compiler needs
+    TRITON_INTERPRET=0. The kernel is built in both
     BUILD_DTYPES at its first check, in one compiler process (kernels.crosscompile.run_requests), and the
     other dtype's check reads the answer this worker kept; each kernel apart, as its value tests gate it.
     """

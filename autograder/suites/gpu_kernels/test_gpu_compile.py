@@ -93,11 +93,12 @@ def test_softmax_kernels_build_for_the_course_gpu(student, trusted, rng, dtype):
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 def test_matmul_kernels_build_for_the_course_gpu_with_tensor_cores(student, trusted, rng, dtype):
     """The kernels matmul_triton launches on a GPU (4096³, with a bias and GeLU and without) compile for the
-    course GPU in bf16 and fp16, fit its shared memory at the first autotune config, and put tl.dot on the
-    tensor cores; only for a matmul right at a tiny float32 case.
+    course GPU in bf16 and fp16 at the tiles, warps and stages they are launched with (the student's
+    `_gpu_config`; an autotuned kernel's first config), fit its shared memory, and put tl.dot on the tensor
+    cores; only for a matmul right at a tiny float32 case.
 
     Hint: give tl.dot the bf16/fp16 tiles as they are on a GPU (upcast to fp32 only for fp32 inputs or under
-    the interpreter).
+    the interpreter); write `_gpu_config` (handout §4) so that num_stages pairs of tiles fit shared memory.
     """
     m, n, k = (rng.randint(1, 40) for _ in range(3))
     a, b = trusted.randn(rng.randrange(2**31), m, k), trusted.randn(rng.randrange(2**31), k, n)

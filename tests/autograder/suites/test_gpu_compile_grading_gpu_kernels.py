@@ -5,6 +5,10 @@ in a pytest subprocess against a tree, with one shared Triton cache): the refere
 points; a matmul that feeds tl.dot fp32 tiles on a GPU too (right on a CPU, where the interpreter needs
 fp32) compiles, but without tensor cores, and loses the matmul's compile points with that said.
 
+The matmul's tiles, warps and stages on a GPU are the student's (`_gpu_config`, handout §4), built as a GPU
+launch would run them: the stub (not written yet) loses exactly the matmul's compile points and says so,
+stages that overflow shared memory lose them naming the overflow, and another sound choice keeps them.
+
 The cheap cases run in `make test`; the full matrix (every kernel and dtype, the reference and an
 alternative) in `make test-gpu-grading` (LLMSYS_GPU_GRADING_TESTS=1).
 """
@@ -16,11 +20,19 @@ from pathlib import Path
 import pytest
 
 from tests.autograder.suites.test_gpu_compile_grading import full_only, results
-from tests.autograder.suites.test_suites_gpu_kernels import ALTERNATIVES, SOLUTION, build_tree, folder
+from tests.autograder.suites.test_suites_gpu_kernels import ALTERNATIVES, SOLUTION, STUBS, build_tree, folder
 
 HIDDEN = "autograder/suites/gpu_kernels/test_gpu_compile.py"
 CPU_MATMUL = "autograder/suites/gpu_kernels/test_hidden_kernels.py::test_matmul_matches_float64_at_random_shapes"
 ALWAYS_FP32 = ("matmul.py", "DOT_FP32=interpreted() or a.dtype == torch.float32", "DOT_FP32=True")
+MATMUL_BUILDS = {f"test_matmul_kernels_build_for_the_course_gpu_with_tensor_cores[{dtype}]" for dtype in ("bf16", "fp16")}
+REFERENCE_GPU_CONFIG = "return dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3)"
+# Four stages of 256 x 256 x 128 bf16 tiles: 4 x 128 KiB in the model of §4, far over 227 KiB (and 163 KiB).
+OVERFLOWING_STAGES = ("matmul.py", REFERENCE_GPU_CONFIG,
+                      "return dict(BLOCK_M=256, BLOCK_N=256, BLOCK_K=128, GROUP_M=8, num_warps=8, num_stages=4)")
+# Another sound choice: 64 x 128 x 32 tiles, 4 warps (64 accumulator values per thread), 3 stages of 12 KiB.
+OTHER_SOUND_CHOICE = ("matmul.py", REFERENCE_GPU_CONFIG,
+                      "return dict(BLOCK_M=64, BLOCK_N=128, BLOCK_K=32, GROUP_M=8, num_warps=4, num_stages=3)")
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +45,17 @@ def planted(tmp_path: Path, edit: tuple[str, str, str]) -> Path:
     text = (SOLUTION / module).read_text()
     assert text.count(old) == 1, f"the planted edit no longer matches solutions/gpu_kernels/{module}"
     return build_tree(tmp_path, {module: text.replace(old, new)})
+
+
+def gpu_config_stubbed(tmp_path: Path) -> Path:
+    """The reference with `_gpu_config` as the students get it (assignments/, generated): not implemented yet."""
+    def function(text: str) -> str:
+        start = text.index("def _gpu_config(")
+        return text[start:text.index("\n\n\n", start)]
+
+    text, stub = (SOLUTION / "matmul.py").read_text(), function((STUBS / "matmul.py").read_text())
+    assert "raise NotImplementedError(" in stub, "assignments/gpu_kernels/matmul.py's _gpu_config is no longer a stub"
+    return build_tree(tmp_path, {"matmul.py": text.replace(function(text), stub)})
 
 
 def test_the_reference_matmul_builds_for_an_h100_in_bf16_with_tensor_cores(tmp_path, triton_cache):
@@ -51,6 +74,44 @@ def test_an_fp32_dot_on_the_gpu_passes_on_a_cpu_but_loses_the_matmul_compile_poi
     assert outcome == "failed"
     for words in ("_matmul_kernel", "without tensor-core instructions", "bf16/fp16 operands"):
         assert words in message, f"{words!r} missing from the feedback:\n{message[:2000]}"
+
+
+def test_a_gpu_config_not_written_yet_loses_exactly_the_matmul_compile_points(tmp_path, triton_cache):
+    """The reference with the stub of `_gpu_config`: every CPU test passes (the interpreter's tiles are given),
+    the build check runs matmul_triton as on a GPU, which asks `_gpu_config`: both matmul build tests fail
+    saying that it is not implemented yet, and every other compile and program-order test passes."""
+    found = results(gpu_config_stubbed(tmp_path), tmp_path, triton_cache, CPU_MATMUL, HIDDEN)
+    assert found.pop("test_matmul_matches_float64_at_random_shapes")[0] == "passed"
+    assert len(found) == 9 and {name for name, (outcome, _) in found.items() if outcome != "passed"} == MATMUL_BUILDS
+    for name in MATMUL_BUILDS:
+        message = found[name][1]
+        for words in ("matmul_triton failed when run as on a GPU", "NotImplementedError",
+                      "_gpu_config in gpu_kernels/matmul.py is not implemented yet"):
+            assert words in message, f"{words!r} missing from the feedback:\n{message[:2000]}"
+
+
+@pytest.mark.parametrize("target, limit", [("sm_90", 227), pytest.param("sm_80", 163, marks=full_only)])
+def test_stages_that_overflow_shared_memory_lose_the_matmul_compile_points(tmp_path, triton_cache, monkeypatch,
+                                                                          target, limit):
+    """256 x 256 x 128 tiles at 4 stages: the build, at the student's own warps and stages, needs more shared
+    memory than the course GPU's block may use; the matmul's compile test fails naming the overflow and the
+    config it was built at."""
+    monkeypatch.setenv("LLMSYS_COURSE_GPU", target)
+    found = results(planted(tmp_path, OVERFLOWING_STAGES), tmp_path, triton_cache, HIDDEN, select="matmul and bf16")
+    outcome, message = found["test_matmul_kernels_build_for_the_course_gpu_with_tensor_cores[bf16]"]
+    assert outcome == "failed", found
+    for words in ("_matmul_kernel", "shared memory", f"KiB > {limit} KiB on {target}",
+                  "BLOCK_M=256, BLOCK_N=256, BLOCK_K=128, GROUP_M=8, 8 warps, 4 stages", "fewer stages"):
+        assert words in message, f"{words!r} missing from the feedback:\n{message[:2000]}"
+
+
+@full_only
+def test_another_sound_gpu_config_earns_the_matmul_compile_points(tmp_path, triton_cache):
+    """64 x 128 x 32 tiles, 4 warps, 3 stages: not the reference's, within every bound of §4; both matmul builds
+    pass on the course GPU."""
+    found = results(planted(tmp_path, OTHER_SOUND_CHOICE), tmp_path, triton_cache, HIDDEN, select="matmul")
+    assert {name: outcome for name, (outcome, _) in found.items() if name in MATMUL_BUILDS} == dict.fromkeys(
+        MATMUL_BUILDS, "passed"), found
 
 
 @full_only
