@@ -250,8 +250,22 @@ def site(tmp_path_factory):
     out = tmp_path_factory.mktemp("cohort")
     index = cohort(out)
     with browser() as driver:
-        driver.get(index.as_uri())
+        open_page(driver, index.as_uri())
         yield out, index, driver
+
+
+def open_page(driver, uri: str, selector: str = "a.submission-link", deadline_s: float = 60.0) -> None:
+    """Load `uri` afresh (by way of a blank page, so that loading the page shown now is a new document)
+    and wait, up to a deadline, until it has finished loading and holds `selector`: on a busy machine
+    the driver can hand back the page before its body is there."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver.get("about:blank")
+    driver.get(uri)
+    WebDriverWait(driver, deadline_s).until(
+        lambda d: d.execute_script("return document.readyState") == "complete"
+        and d.find_elements("css selector", selector),
+        f"{uri} did not show {selector} within {deadline_s:.0f} s")
 
 
 def console_errors(driver) -> list[dict]:
@@ -260,7 +274,7 @@ def console_errors(driver) -> list[dict]:
 
 def test_the_index_loads_without_console_errors_and_is_saved_as_a_screenshot(site):
     out, index, driver = site
-    driver.get(index.as_uri())
+    open_page(driver, index.as_uri())
     assert driver.title == "Cohort report: 12 submissions"
     assert console_errors(driver) == []
     images = driver.find_elements("css selector", "figure img")
@@ -274,7 +288,7 @@ def test_the_index_loads_without_console_errors_and_is_saved_as_a_screenshot(sit
 
 def test_the_counts_and_score_figures_equal_the_gradebooks(site):
     out, index, driver = site
-    driver.get(index.as_uri())
+    open_page(driver, index.as_uri())
     (total,), = query(out, "SELECT COUNT(*) FROM submissions")
     (errors,), = query(out, "SELECT COUNT(*) FROM submissions WHERE status = 'error'")
     by_id = {i: driver.find_element("id", i).text for i in ("count-submissions", "count-graded", "count-errors")}
@@ -305,7 +319,7 @@ def test_the_counts_and_score_figures_equal_the_gradebooks(site):
 
 def test_each_tests_pass_rate_equals_the_gradebooks_hardest_first(site):
     out, index, driver = site
-    driver.get(index.as_uri())
+    open_page(driver, index.as_uri())
     function = "CASE WHEN instr(name, '[') > 0 THEN substr(name, 1, instr(name, '[') - 1) ELSE name END"
     # written answers are left out, and so are the runs that could not run from the pass rate
     expected = {(assignment, name): rest for assignment, name, *rest in query(
@@ -343,14 +357,14 @@ def test_each_tests_pass_rate_equals_the_gradebooks_hardest_first(site):
 
 def test_every_submission_link_opens_its_page_with_its_score(site):
     out, index, driver = site
-    driver.get(index.as_uri())
+    open_page(driver, index.as_uri())
     links = [(a.get_attribute("href"), a.text) for a in driver.find_elements("css selector", "a.submission-link")]
     stored = {name: (status, score, maximum) for name, status, score, maximum in
               query(out, "SELECT name, status, score, max_score FROM submissions")}
     assert sorted(text for _, text in links) == sorted(stored)
     assert HOSTILE_NAME in stored  # shown as text, not run: an alert would stop the driver
     for href, name in links:
-        driver.get(href)
+        open_page(driver, href, "#submission-name")
         status, score, maximum = stored[name]
         assert driver.find_element("id", "submission-name").text == name
         if status == "graded":
@@ -388,7 +402,7 @@ def table(driver, selector: str, keys: tuple[str, ...]) -> list[tuple]:
 
 def test_each_tasks_points_and_each_total_equal_the_gradebooks(site):
     out, index, driver = site
-    driver.get(index.as_uri())
+    open_page(driver, index.as_uri())
     per_task: dict[tuple[str, str], list[tuple[float, float]]] = {}
     for (stored,) in query(out, "SELECT report FROM submissions WHERE status = 'graded'"):
         sums: dict[tuple[str, str], list[float]] = {}
@@ -437,7 +451,7 @@ def click(driver, selector: str, header: str) -> None:
 
 def test_clicking_a_header_sorts_the_submissions_by_score_name_and_section(site):
     out, index, driver = site
-    driver.get(index.as_uri())
+    open_page(driver, index.as_uri())
     scores = graded_scores(out)
     sections = dict(query(out, "SELECT submission, section FROM roster"))
     names = sorted(name for (name,) in query(out, "SELECT name FROM submissions"))  # the gradebook's order
@@ -467,7 +481,7 @@ def test_clicking_a_header_sorts_the_submissions_by_score_name_and_section(site)
 
 def test_the_needs_help_view_lists_the_lowest_the_most_stubs_and_the_most_time_outs(site):
     out, index, driver = site
-    driver.get(index.as_uri())
+    open_page(driver, index.as_uri())
     scores = graded_scores(out)
     share = {n: score / graded for n, (score, graded) in scores.items()}
     stubs: dict[str, int] = {}
@@ -497,7 +511,7 @@ def test_the_needs_help_view_lists_the_lowest_the_most_stubs_and_the_most_time_o
 
 def test_a_hostile_name_is_text_in_the_sortable_table_and_the_needs_help_view(site):
     out, index, driver = site
-    driver.get(index.as_uri())
+    open_page(driver, index.as_uri())
     for selector in ("#submission-table", "#help-lowest", "#help-not-implemented", "#help-timeouts"):
         click(driver, selector, "submission")  # moved by the script: still text
         links = driver.find_elements("css selector", f"{selector} tr[data-submission] td:first-child a")
@@ -508,7 +522,7 @@ def test_a_hostile_name_is_text_in_the_sortable_table_and_the_needs_help_view(si
 
 def test_penalised_scores_are_shown_beside_the_raw_ones(site):
     out, index, driver = site
-    driver.get(index.as_uri())
+    open_page(driver, index.as_uri())
     raw: dict[str, dict[str, float]] = {}
     for name, assignment, score in query(out, "SELECT t.submission, t.assignment, SUM(t.points) FROM tests t JOIN "
                                               "submissions s ON s.name = t.submission WHERE s.status = 'graded' "
@@ -536,7 +550,7 @@ def test_wide_tables_scroll_inside_the_page(site):
     out, index, driver = site
     try:
         driver.set_window_size(700, 1000)
-        driver.get(index.as_uri())
+        open_page(driver, index.as_uri())
         html = "document.documentElement"
         wide, window = driver.execute_script(f"return [{html}.scrollWidth, {html}.clientWidth]")
         assert wide <= window  # the page itself never scrolls sideways
