@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor
@@ -23,6 +22,7 @@ import pytest
 import torch
 
 from tests.gpu_kernels.conftest import HALF, SOFTMAX_HALF, assert_close
+from tests.pytest_run import run_pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SOLUTION = ROOT / "solutions" / "gpu_kernels"
@@ -112,7 +112,7 @@ def outcomes(tree: Path, junit: Path, paths: list[str]) -> dict[str, str]:
     command = [sys.executable, "-m", "pytest", *paths, "--impl", str(tree), "--seed", SEED, "-q", "-m", "not gpu",
                "-p", "no:cacheprovider", f"--junitxml={junit}"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    done = run_pytest(command[3:], ROOT, env, timeout=600)
     assert junit.exists(), f"pytest did not run:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     found: dict[str, str] = {}
     for case in ET.parse(junit).getroot().iter("testcase"):

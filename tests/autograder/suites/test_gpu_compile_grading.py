@@ -15,7 +15,6 @@ LLMSYS_GPU_GRADING_TESTS=1.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -23,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.autograder.suites.test_suites_flash_attention import ROOT, SEED, alternative, build_tree
+from tests.pytest_run import run_pytest
 
 HIDDEN = "autograder/suites/flash_attention/test_gpu_compile.py"
 CPU_FORWARD = ("autograder/suites/flash_attention/test_flash_triton.py::"
@@ -53,7 +53,7 @@ def results(tree: Path, tmp_path: Path, cache: Path, *paths: str, select: str = 
     command = [sys.executable, "-m", "pytest", *paths, "--impl", str(tree), "--seed", SEED, "-q", "-p",
                "no:cacheprovider", f"--junitxml={junit}"] + (["-k", select] if select else [])
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TRITON_CACHE_DIR": str(cache)}
-    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    done = run_pytest(command[3:], ROOT, env, timeout=900)
     assert junit.exists(), f"pytest did not run:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     found = {}
     for case in ET.parse(junit).getroot().iter("testcase"):

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import random
 import shutil
-import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -22,6 +21,7 @@ import pytest
 import torch
 
 from autograder.grading.client import grade
+from tests.pytest_run import run_pytest
 
 ROOT = Path(__file__).resolve().parents[3]
 SOLUTION = ROOT / "solutions" / "flash_attention"
@@ -46,7 +46,7 @@ def outcomes(tree: Path, tmp_path: Path, *paths: str) -> dict[str, str]:
     command = [sys.executable, "-m", "pytest", *paths, "--impl", str(tree), "--seed", SEED, "-q", "-m", "not gpu",
                "-p", "no:cacheprovider", f"--junitxml={junit}"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}  # as in the grader's worker: many small ops, no oversubscription
-    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    done = run_pytest(command[3:], ROOT, env, timeout=600)
     assert junit.exists(), f"pytest did not run:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     found = {}
     for case in ET.parse(junit).getroot().iter("testcase"):

@@ -22,6 +22,7 @@ import pytest
 import torch
 
 from autograder.grading.client import grade
+from tests.pytest_run import run_pytest
 
 ROOT = Path(__file__).resolve().parents[3]
 SOLUTION = ROOT / "solutions" / "gpu_kernels"
@@ -51,7 +52,7 @@ def outcomes(tree: Path, junit: Path, paths: list[str]) -> dict[str, str]:
     a parametrized test counts as failed when any of its cases fails."""
     command = [sys.executable, "-m", "pytest", *paths, "--impl", str(tree), "--seed", SEED, "-q", "-m", "not gpu",
                "-p", "no:cacheprovider", f"--junitxml={junit}"]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    done = run_pytest(command[3:], ROOT, timeout=600)
     assert junit.exists(), f"pytest did not run:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     found: dict[str, str] = {}
     for case in ET.parse(junit).getroot().iter("testcase"):

@@ -11,7 +11,6 @@ solution are skipped, so one alternative is also graded by the real grader.
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -19,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from autograder.grading.client import grade
+from tests.pytest_run import run_pytest
 
 ROOT = Path(__file__).resolve().parents[3]
 SOLUTION = ROOT / "solutions" / "resource_accounting"
@@ -42,7 +42,7 @@ def outcomes(tree: Path, tmp_path: Path, *paths: str) -> dict[str, str]:
     junit = tmp_path / "junit.xml"
     command = [sys.executable, "-m", "pytest", *paths, "--impl", str(tree), "--seed", SEED, "-q", "-m", "not gpu",
                "-p", "no:cacheprovider", f"--junitxml={junit}"]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    done = run_pytest(command[3:], ROOT, timeout=600)
     assert junit.exists(), f"pytest did not run:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     found = {}
     for case in ET.parse(junit).getroot().iter("testcase"):

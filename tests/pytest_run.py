@@ -1,0 +1,79 @@
+"""Run pytest in a new process, as `python -m pytest ARGS` would, without paying for Python's start each time.
+
+The suite runs pytest against planted mistakes and alternatives some sixty times; each fresh interpreter
+spends about two seconds importing torch, numpy and pytest before it collects a test. Here a
+forkserver (multiprocessing's) imports those once, and each run is a fork of it: a new process, with the
+caller's environment, working folder and arguments, whose stdout and stderr are captured, as
+`subprocess.run` would give them. Nothing of the calling process leaks in: the forkserver imports only the
+modules named in PRELOAD (Triton is not among them: `import kernels` must choose the interpreter first),
+and the child's sys.path is the interpreter's own with the working folder first, as under `python -m`.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PRELOAD = ["torch", "numpy", "pytest"]
+_context = None
+
+
+def _server():
+    global _context
+    if _context is None:
+        _context = multiprocessing.get_context("forkserver")
+        _context.set_forkserver_preload(PRELOAD)
+    return _context
+
+
+def _base_path() -> list[str]:
+    """This interpreter's sys.path without the folders a pytest run added (the repository and its trees;
+    a virtual environment inside the repository stays)."""
+    prefix = Path(sys.prefix).resolve()
+    return [p for p in sys.path
+            if p and (not Path(p).resolve().is_relative_to(ROOT) or Path(p).resolve().is_relative_to(prefix))]
+
+
+def _child(args: list[str], cwd: str, env: dict[str, str], out: str, err: str, base: list[str]) -> None:
+    os.chdir(cwd)
+    os.environ.clear()
+    os.environ.update(env)
+    sys.path[:] = [cwd, *base]
+    sys.argv = ["pytest", *args]
+    for fd, name in ((1, out), (2, err)):
+        handle = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(handle, fd)
+        os.close(handle)
+    code = 3
+    try:
+        import pytest
+
+        code = int(pytest.main(args))
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def run_pytest(args: list[str], cwd: Path, env: dict[str, str] | None = None,
+               timeout: float = 600) -> subprocess.CompletedProcess:
+    """`python -m pytest *args` in `cwd` with `env` (default: this process's), within `timeout` seconds:
+    its exit status, stdout and stderr; subprocess.TimeoutExpired when it runs past the deadline."""
+    context = _server()
+    with tempfile.TemporaryDirectory(prefix="pytest-run-") as folder:
+        out, err = os.path.join(folder, "stdout"), os.path.join(folder, "stderr")
+        process = context.Process(target=_child, args=(list(args), str(cwd), dict(os.environ if env is None else env),
+                                                        out, err, _base_path()))
+        process.start()
+        process.join(timeout)
+        if process.is_alive():
+            process.kill()
+            process.join()
+            raise subprocess.TimeoutExpired(["pytest", *args], timeout)
+        read = lambda name: Path(name).read_text(errors="replace") if Path(name).exists() else ""  # noqa: E731
+        return subprocess.CompletedProcess(["pytest", *args], process.exitcode, read(out), read(err))

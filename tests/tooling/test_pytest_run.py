@@ -1,0 +1,42 @@
+"""tests/pytest_run.py: pytest in a forked process behaves as `python -m pytest` in a new interpreter."""
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.pytest_run import run_pytest
+
+PROBE = '''
+import os
+import sys
+
+
+def test_sees_its_environment_and_folder():
+    print("MARK=" + os.environ.get("PROBE_MARK", "<unset>"), "CWD=" + os.getcwd(), "PATH0=" + sys.path[0])
+    assert "resource_accounting" not in sys.modules  # the caller's imports do not leak in
+
+
+def test_fails():
+    assert os.environ.get("PROBE_FAIL") != "1"
+'''
+
+
+def test_a_run_has_the_given_environment_folder_and_exit_status(tmp_path):
+    (tmp_path / "test_probe.py").write_text(PROBE)
+    import resource_accounting  # noqa: F401  (imported here, in the caller: the run must not see it)
+
+    done = run_pytest(["-q", "-s", "-p", "no:cacheprovider", "test_probe.py"], tmp_path,
+                      env={"PATH": "/usr/bin:/bin", "PROBE_MARK": "yes", "PROBE_FAIL": "1"})
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    assert f"MARK=yes CWD={tmp_path} PATH0={tmp_path}" in done.stdout
+    assert "1 failed, 1 passed" in done.stdout
+    again = run_pytest(["-q", "-p", "no:cacheprovider", "test_probe.py"], tmp_path, env={"PATH": "/usr/bin:/bin"})
+    assert again.returncode == 0 and "2 passed" in again.stdout
+    assert sys.path[0] != str(tmp_path)  # the caller's own path is untouched
+
+
+def test_a_run_past_its_deadline_is_killed(tmp_path):
+    (tmp_path / "test_slow.py").write_text("import time\n\ndef test_slow():\n    time.sleep(60)\n")
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_pytest(["-q", "-p", "no:cacheprovider", "test_slow.py"], tmp_path, timeout=5)
