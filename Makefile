@@ -98,11 +98,11 @@ browser-tools:
 	  else echo "note: chromium and chromedriver are not installed; install Debian's 'chromium' and 'chromium-driver' to run the cohort report's browser tests"; fi; }
 
 # The whole suite runs its test files in TEST_WORKERS processes (pytest-xdist, where PYTHON has it; 1: one
-# process, as `A=` always does), the longest files first (tests/conftest.py). Three on two cores: much of the
-# suite waits (on graders' subprocesses, Slurm, the browser), so a third worker fills the idle CPU. Its many
-# Python processes keep their bytecode in build/pycache, also where PYTHONDONTWRITEBYTECODE is set, and
-# outside the source tree (the static checks refuse .pyc in solutions/).
-TEST_WORKERS ?= 3
+# process, as `A=` always does), the longest files first (tests/conftest.py). Two on two cores: a third
+# took as long (877 s against 881 s, fresh clones), with more load on every timing. Its many Python
+# processes keep their bytecode in build/pycache, also where PYTHONDONTWRITEBYTECODE is set, and outside
+# the source tree (the static checks refuse .pyc in solutions/).
+TEST_WORKERS ?= 2
 XDIST = $(shell $(PYTHON) -c 'import xdist' 2>/dev/null && echo yes)
 TEST_ENV := env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$(CURDIR)/build/pycache
 test: install sandbox-tools browser-tools

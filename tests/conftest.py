@@ -1,6 +1,6 @@
 """The repository's suite only: the student release and the hosted packages ship no tests/conftest.py.
 
-Under pytest-xdist (`make test`: `-n 3 --dist loadfile --no-loadscope-reorder`) each test file goes to one
+Under pytest-xdist (`make test`: `-n 2 --dist loadfile --no-loadscope-reorder`) each test file goes to one
 worker whole, in collection order. A file of a few long tests sent last keeps one worker busy alone while
 the other has finished, so the files that take longest (measured with `--durations`, idle, 2 cores) go
 first, longest first; the rest keep pytest's order. Only the order changes, never what runs.
