@@ -46,6 +46,11 @@ FINISHED = {"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_F
             "REVOKED", "SPECIAL_EXIT", "TIMEOUT"}
 REQUEUED = {"PREEMPTED", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD"}
 FINISH_GRACE_S = 10.0  # seconds a task must stay finished before its ungraded submissions are errors
+# Seconds a task sent SIGTERM waits for Slurm to kill or requeue it before it ends itself as failed: more
+# than a cluster's KillWait (30 s by default) and preemption GraceTime, so that only a stop that went wrong
+# (a signal sent by hand, a requeue that Slurm refused) reaches it.
+STOP_PATIENCE_S = 300.0
+STOP_MESSAGE = "autograder: SIGTERM received: no submission is started after this one; waiting for Slurm\n"
 
 
 class ExecutorError(Exception):
@@ -120,12 +125,20 @@ class GradeTask:
 
     A method `checkpoint` makes submitit requeue the task when it is preempted or times out; the
     requeued task skips the submissions whose reports are already written.
+
+    submitit requeues from its signal handler, which runs in this task's main thread wherever that is: its
+    SystemExit ends the task, and an error of its own (a refused `scontrol requeue`) must not be taken for
+    the submission's, so an error raised once the task is stopping ends the task (FAILED, with that
+    error in its log) instead of becoming a report. A task left stopping without being ended or requeued
+    ends itself as failed after `stop_patience_s`: the head then records its ungraded submissions as
+    grader errors, which the next run grades.
     """
 
     def __init__(self, reports: str, call_timeout: float, overlap: bool, seed: int | None = None,
-                 secret: str = "") -> None:
+                 secret: str = "", stop_patience_s: float = STOP_PATIENCE_S) -> None:
         self.reports, self.call_timeout, self.overlap = reports, call_timeout, overlap
         self.seed, self.secret = seed, secret  # the seeds, as on the head (autograder.grading.client.seed_for)
+        self.stop_patience_s = stop_patience_s
 
     def __call__(self, chunk: list[tuple[str, str]]) -> list[str]:
         from autograder.grading.intake import submission_digest
@@ -136,7 +149,13 @@ class GradeTask:
         # server dies with it, so stop, rather than write its failure down as the submission's report,
         # and wait for Slurm to end or requeue the task (a task that returned would count as completed).
         stopping = threading.Event()
-        previous = signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+
+        def stop(*_) -> None:
+            if not stopping.is_set():
+                os.write(2, STOP_MESSAGE.encode())  # a handler may interrupt print(): write the bytes at once
+            stopping.set()
+
+        previous = signal.signal(signal.SIGTERM, stop)
         server = GradingServer(call_timeout=self.call_timeout, overlap=self.overlap)
         try:
             for name, path in chunk:
@@ -148,6 +167,8 @@ class GradeTask:
                 try:
                     report = server.grade(Path(path), seed=self.seed, secret=self.secret)
                 except Exception as exc:
+                    if stopping.is_set():
+                        raise  # from the stop (submitit's requeue), not from this submission
                     report = GradeReport(name, log=[f"the grader failed on this submission on "
                                                     f"{socket.gethostname()}: {type(exc).__name__}: {exc}"])
                 if stopping.is_set() and not report.tests:
@@ -157,8 +178,13 @@ class GradeTask:
         finally:
             signal.signal(signal.SIGTERM, previous)
             server.close()
-        while stopping.is_set():
-            time.sleep(1)
+        if stopping.is_set():
+            deadline = time.monotonic() + self.stop_patience_s
+            while time.monotonic() < deadline:
+                time.sleep(1)
+            raise RuntimeError(f"this task was sent SIGTERM and was neither ended nor requeued by Slurm within "
+                               f"{self.stop_patience_s:g} s; it graded {len(graded)} of its {len(chunk)} "
+                               "submission(s), and the next run of the batch grades the rest")
         return graded
 
     def checkpoint(self, chunk: list[tuple[str, str]]):
@@ -227,9 +253,11 @@ class SlurmExecutor:
     """A job array on a Slurm cluster through submitit; the head waits here until every task is done."""
 
     def __init__(self, options: ClusterOptions, call_timeout: float = 60.0, poll_s: float = 1.0,
-                 state_every_s: float = 3.0, seed: int | None = None, secret: str = "") -> None:
+                 state_every_s: float = 3.0, seed: int | None = None, secret: str = "",
+                 stop_patience_s: float = STOP_PATIENCE_S) -> None:
         self.options, self.call_timeout = options, call_timeout
         self.seed, self.secret = seed, secret
+        self.stop_patience_s = stop_patience_s
         self.poll_s, self.state_every_s = poll_s, state_every_s
         self.jobs: list = []  # the submitted array tasks (submitit jobs), for callers that watch them
 
@@ -269,7 +297,7 @@ class SlurmExecutor:
         executor = submitit.SlurmExecutor(folder=out / ".slurm" / "logs" / "%j")
         executor.update_parameters(**sbatch_parameters(self.options))
         task = GradeTask(str(reports), self.call_timeout, overlap=self.options.cpus_per_task >= 2, seed=self.seed,
-                         secret=self.secret)
+                         secret=self.secret, stop_patience_s=self.stop_patience_s)
         try:
             self.jobs = executor.map_array(task, chunks)
         except Exception as exc:  # submitit raises its own errors with sbatch's message
@@ -349,5 +377,15 @@ class SlurmExecutor:
             except Exception as exc:  # the result file itself is missing or damaged
                 error = exc
             if error is not None:
-                reason += f": {str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__}"
+                reason += f": {last_error_line(str(error)) or type(error).__name__}"
         return f"{reason} (log: {job.paths.stderr})"
+
+
+def last_error_line(text: str) -> str:
+    """The line that names the error in submitit's account of a failed task: the last line of the traceback
+    it puts between two dashed lines (the lines after those list the log files), or the text's last line."""
+    lines = [line.strip() for line in text.strip().splitlines()]
+    rules = [i for i, line in enumerate(lines) if line and set(line) == {"-"}]
+    if len(rules) >= 2:
+        lines = lines[rules[0] + 1:rules[-1]]
+    return next((line for line in reversed(lines) if line), "")

@@ -39,3 +39,18 @@ def test_a_report_file_is_whole_or_absent_and_a_damaged_one_is_removed(tmp_path)
     assert not done(GradeReport("alice", log=["the grader failed"])) and not done(None)
     target.write_text('{"submission": "alice", "tests": [')
     assert read_report(target) is None and not target.exists()
+
+
+def test_a_failed_task_is_explained_by_its_error_line_not_by_the_log_paths_after_it():
+    """submitit's account of a failed task: its traceback between two dashed lines, then the log files."""
+    from autograder.cohort.executors import last_error_line
+
+    account = ("Job (task=0) failed during processing with trace:\n----------------------\n"
+               "Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\n"
+               "subprocess.CalledProcessError: Command '['scontrol', 'requeue', '7']' returned non-zero exit status 1.\n"
+               "----------------------\nYou can check full logs with 'job.stderr(0)' and 'job.stdout(0)'or at paths:\n"
+               "  - /logs/7_0_log.err\n  - /logs/7_0_log.out\n")
+    assert last_error_line(account) == ("subprocess.CalledProcessError: Command '['scontrol', 'requeue', '7']' "
+                                        "returned non-zero exit status 1.")
+    assert last_error_line("RuntimeError: plain\n") == "RuntimeError: plain"
+    assert last_error_line("") == ""

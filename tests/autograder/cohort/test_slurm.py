@@ -20,7 +20,7 @@ from autograder.cohort import sample as cohort
 from autograder.cohort.batch import run_batch
 from autograder.cli import main
 from autograder.cohort.course import ClusterOptions
-from autograder.cohort.executors import SlurmExecutor
+from autograder.cohort.executors import STOP_MESSAGE, SlurmExecutor
 from autograder.report.gradebook import Gradebook
 from tests.autograder.report.test_gradebook import quiet
 
@@ -93,9 +93,10 @@ def book_of(out: Path) -> dict:
                 for row in book.rows()}
 
 
-def slurm_executor(**options) -> SlurmExecutor:
+def slurm_executor(stop_patience_s: float = 300.0, **options) -> SlurmExecutor:
     chosen = {"executor": "slurm", "per_task": 3, "cpus_per_task": 1, "time": 10, **options}
-    return SlurmExecutor(ClusterOptions(**chosen), call_timeout=TIMEOUT, poll_s=0.2, state_every_s=1.0)
+    return SlurmExecutor(ClusterOptions(**chosen), call_timeout=TIMEOUT, poll_s=0.2, state_every_s=1.0,
+                         stop_patience_s=stop_patience_s)
 
 
 def test_the_cluster_grades_the_cohort_as_this_machine_does(sample, tmp_path):
@@ -127,14 +128,15 @@ def squeue(*args: str) -> str:
 CHOSEN = ["correct", "mistake-matmul-flops", "stubs"]
 
 
-def start_and_interrupt(directory: Path, tmp_path: Path, interrupt) -> tuple[Path, Path, SlurmExecutor, dict]:
+def start_and_interrupt(directory: Path, tmp_path: Path, interrupt,
+                        stop_patience_s: float = 300.0) -> tuple[Path, Path, SlurmExecutor, dict]:
     """Grade three submissions in one task (in name order), from a head thread; once the first report is
     written, call interrupt(the task's job) and wait for the head to finish."""
     subset = tmp_path / "c"
     for name in CHOSEN:
         shutil.copytree(directory / name, subset / name)
     out = tmp_path / "out"
-    executor = slurm_executor(per_task=3)
+    executor = slurm_executor(per_task=3, stop_patience_s=stop_patience_s)
     first: dict = {}
     head = threading.Thread(target=lambda: first.setdefault("rows", run_batch(subset, out, console=quiet(),
                                                                                 executor=executor)))
@@ -145,16 +147,33 @@ def start_and_interrupt(directory: Path, tmp_path: Path, interrupt) -> tuple[Pat
     assert executor.jobs, "the batch submitted no job"
     interrupt(executor.jobs[0])
     head.join(timeout=300)
-    assert not head.is_alive()
+    if head.is_alive():
+        job = executor.jobs[0]
+        state = subprocess.run(["scontrol", "show", "job", job.job_id], capture_output=True, text=True).stdout
+        subprocess.run(["scancel", job.job_id], check=False)  # the tests after this one start from an empty queue
+        head.join(timeout=60)
+        pytest.fail(f"the batch did not finish within 300 s of the interruption\n{state}\n"
+                    f"{(job.stderr() or '')[-6000:]}\n{(job.stdout() or '')[-3000:]}")
     return subset, out, executor, first
 
 
 def preempt(job) -> None:
-    """What Slurm does to a preempted job (submitit's own test hook): SIGTERM, then the signal submitit
-    turns into a requeue. Slurm holds a requeued job back until the credential of its first run has
-    expired (a job started before that is killed as "non-startable: credential revoked"): slurm-up.sh
-    makes that 10 s, where a production cluster's default is 120 s."""
-    job._interrupt()
+    """What Slurm does to a preempted job, as submitit's own test hook (`job._interrupt()`) does it: SIGTERM,
+    then the signal that submitit turns into a requeue; but the second only once the task has taken the
+    first (it says so in its log): two signals sent at once may arrive in either order, and a SIGTERM
+    that comes second kills the `scontrol requeue` that the first started.
+
+    Slurm holds a requeued job back until the credential of its first run has expired (a job started
+    before that is killed as "non-startable: credential revoked"): slurm-up.sh makes that 10 s, where a
+    production cluster's default is 120 s."""
+    from submitit.slurm.slurm import SlurmJobEnvironment
+
+    subprocess.run(["scancel", "--signal", "TERM", job.job_id], check=True)
+    deadline = time.monotonic() + 120
+    while STOP_MESSAGE not in (job.stderr() or ""):
+        assert time.monotonic() < deadline, f"the task did not take SIGTERM in 120 s:\n{(job.stderr() or '')[-3000:]}"
+        time.sleep(0.1)
+    subprocess.run(["scancel", "--signal", SlurmJobEnvironment.USR_SIG, job.job_id], check=True)
 
 
 def test_a_preempted_task_is_requeued_and_finishes_its_submissions(sample, tmp_path):
@@ -168,22 +187,67 @@ def test_a_preempted_task_is_requeued_and_finishes_its_submissions(sample, tmp_p
     assert "requeu" in log.lower(), log[-3000:]
 
 
+def interrupted_rows(first: dict, local: dict) -> dict[str, str]:
+    """{name: message} of the submissions an interrupted task left ungraded, once checked that the
+    submission graded before the interruption kept its report and nothing was left in the queue."""
+    statuses = {row["name"]: row["status"] for row in first["rows"]}
+    assert statuses["correct"] == "graded", "the first submission's report was lost"
+    left = {row["name"]: row["message"] for row in first["rows"] if row["status"] == "error"}
+    assert left, "the task finished before it was interrupted: nothing was tested"
+    assert set(left) | {"correct"} == set(CHOSEN)
+    assert squeue("-t", "RUNNING,PENDING,COMPLETING") == ""
+    return left
+
+
+def test_a_refused_requeue_ends_the_task_at_once_and_keeps_what_it_graded(sample, tmp_path, monkeypatch):
+    """submitit requeues from a signal handler that runs wherever the task's main thread is, mid-grading
+    included: a refused `scontrol requeue` must end the task (FAILED, naming the refusal), not be taken
+    for a submission's error and leave the task waiting for a requeue that never comes."""
+    directory, local = sample
+    shims = tmp_path / "bin"
+    shims.mkdir()
+    real = shutil.which("scontrol")
+    (shims / "scontrol").write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = requeue ]; then echo "scontrol: error: Requeue of JobId=$2 refused (test)" >&2; exit 1; fi\n'
+        f'exec {real} "$@"\n')
+    (shims / "scontrol").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shims}{os.pathsep}{os.environ['PATH']}")  # sbatch passes it to the task
+    started = time.monotonic()
+    _, out, executor, first = start_and_interrupt(directory, tmp_path, preempt)
+    assert time.monotonic() - started < 240, "the task waited for its stop patience instead of failing at once"
+    left = interrupted_rows(first, local)
+    for message in left.values():
+        assert "ended FAILED" in message and "scontrol" in message and "requeue" in message, message
+    assert "refused (test)" in (executor.jobs[0].stderr() or "")
+    assert book_of(out)["correct"] == local["correct"]
+
+
+def test_a_task_stopped_and_never_requeued_ends_itself_after_its_patience(sample, tmp_path):
+    """SIGTERM alone (sent by hand: Slurm neither kills nor requeues the task afterwards) stops the grading;
+    the task then waits its patience for Slurm and ends as failed, so the batch does not wait forever."""
+    directory, local = sample
+    terminate = lambda job: subprocess.run(["scancel", "--signal", "TERM", job.job_id], check=True)  # noqa: E731
+    _, out, executor, first = start_and_interrupt(directory, tmp_path, terminate, stop_patience_s=5.0)
+    assert STOP_MESSAGE in (executor.jobs[0].stderr() or "")
+    left = interrupted_rows(first, local)
+    for message in left.values():
+        assert "ended FAILED" in message and "neither ended nor requeued" in message, message
+    assert book_of(out)["correct"] == local["correct"]
+
+
 def test_a_cancelled_task_loses_nothing_and_counts_nothing_twice(sample, tmp_path):
     directory, local = sample
     chosen = CHOSEN
     cancel = lambda job: subprocess.run(["scancel", job.job_id], check=True)  # noqa: E731
     subset, out, executor, first = start_and_interrupt(directory, tmp_path, cancel)
-    statuses = {row["name"]: row["status"] for row in first["rows"]}
-    assert statuses["correct"] == "graded", "the first submission's report was lost"
-    cancelled = [row for row in first["rows"] if row["status"] == "error"]
-    assert cancelled, "the task finished before it could be cancelled: nothing was tested"
-    assert all("CANCELLED" in row["message"] for row in cancelled), [row["message"] for row in cancelled]
-    assert squeue("-t", "RUNNING,PENDING,COMPLETING") == ""
+    cancelled = interrupted_rows(first, local)
+    assert all("CANCELLED" in message for message in cancelled.values()), cancelled
 
     rerun = slurm_executor(per_task=3)
     rows = run_batch(subset, out, console=quiet(), executor=rerun)
     graded_again = [name for job in rerun.jobs for name in job.result()]
-    assert sorted(graded_again) == sorted(row["name"] for row in cancelled)
+    assert sorted(graded_again) == sorted(cancelled)
     assert [row["status"] for row in rows] == ["graded"] * 3
     assert book_of(out) == {name: local[name] for name in chosen}
     db = sqlite3.connect(out / "gradebook.sqlite")
