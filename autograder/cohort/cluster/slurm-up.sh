@@ -75,7 +75,9 @@ JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
-SchedulerParameters=batch_sched_delay=0
+# The main scheduler and backfill every 2 s (60 s and 30 s by default): a requeued job, held until its
+# credential expires, starts a couple of seconds after that rather than at the next 30 s backfill pass.
+SchedulerParameters=batch_sched_delay=0,sched_interval=2,bf_interval=2
 KillWait=5
 MinJobAge=3600
 ReturnToService=2

@@ -69,7 +69,7 @@ def alternative(name: str) -> dict[str, str]:
     return {path.name: path.read_text() for path in sorted((ALTERNATIVES / name).glob("*.py"))}
 
 
-@pytest.mark.parametrize("name", ["normalised_output", "atomic_dq"])
+@pytest.mark.parametrize("name", ["atomic_dq"])  # normalised_output: graded by the real grader below
 def test_an_alternative_passes_the_public_tests_and_the_hidden_suite(tmp_path, name):
     """Every public and hidden test passes on a different but correct implementation (in-process)."""
     tree = build_tree(tmp_path, alternative(name))
@@ -79,10 +79,11 @@ def test_an_alternative_passes_the_public_tests_and_the_hidden_suite(tmp_path, n
 
 
 def test_an_alternative_earns_full_marks_from_the_grader(tmp_path):
-    """Graded by the real grader (sandboxed worker, reference present), an alternative loses no point."""
+    """Graded by the real grader (sandboxed worker, reference present), an alternative loses no point: every
+    public and hidden test passes, the compile checks included, or needs a GPU."""
     tree = build_tree(tmp_path, alternative("normalised_output"))
     report = grade(tree, assignment="flash_attention")
-    assert report.tests, f"the grader produced no results: {report.log}"
+    assert len(report.tests) > 80, f"the grader produced too few results: {report.log}"
     lost = [(t.name, t.status, t.message[:300]) for t in report.tests if t.status not in ("passed", "not_graded", "manual")]
     assert lost == []
     hidden = [t for t in report.tests if t.visibility != "visible"]
