@@ -21,7 +21,9 @@ three by default) built from the reference and the assignment's typical mistakes
    start (its stage folder and worker library built, the worker launched, and what the tests waited
    for the worker to boot), the tests, the compile checks (the suites' test_gpu_compile.py), the reports
    (every file written from the gradebook, as the batch does at its end, timed again here) and the
-   rest (the grading server's start, spread over the cohort, and the batch's bookkeeping);
+   rest (the grading server's start, spread over the cohort, and the batch's bookkeeping); and, apart
+   from the sum, the compile checks' builds, which start once the tests are collected and run beside
+   them (autograder.grading.ahead): the compile checks' own column is then mostly their wait for them;
 3. nbgrader's own `nbgrader autograde` (the real command), per assignment, on the same submissions as
    notebooks of the nbgrader course (`make nbgrader`, which holds every assignment): each notebook is
    the released one with its module cells holding that submission's files, so both graders run the
@@ -81,7 +83,8 @@ DEFAULT_GPU_SECONDS = 60.0
 COMPILE_CHECKS = "test_gpu_compile.py"
 # The columns of where the grader's time goes (stage_breakdown's keys), with their headers.
 STAGES = {"batch": "batch", "stage": "stage", "static": "static checks", "sandbox": "sandbox start",
-          "tests": "tests", "compile": "compile checks", "reports": "reports", "rest": "rest"}
+          "tests": "tests", "compile": "compile checks", "reports": "reports", "rest": "rest",
+          "ahead": "builds, beside the tests"}
 
 
 @dataclass
@@ -170,8 +173,10 @@ def stage_breakdown(reports: list[GradeReport], batch_seconds: float, reports_se
     (autograder.grading.runner.TIMINGS), the batch's wall time and the time its reports took to write.
 
     `sandbox` is the slot's build (under overlap, done while the previous submission grades) and what the
-    tests waited for the worker to boot, `tests` the pytest run less that wait and the compile checks,
-    `rest` the batch's time per submission that none of the others holds."""
+    tests waited for the worker to boot, `tests` the pytest run less that wait and the compile checks (which,
+    with the builds started ahead, mostly wait for them), `rest` the batch's time per submission that none of
+    the others holds. `ahead` is the builds started once the tests are collected (autograder.grading.ahead),
+    which run beside the tests: not a step of its own, so not in the sum."""
     timed_reports = [r.timings for r in reports if r.timings]
     if not timed_reports:
         raise RuntimeError("no report holds the grading's timings (GradeReport.timings)")
@@ -183,7 +188,7 @@ def stage_breakdown(reports: list[GradeReport], batch_seconds: float, reports_se
              "tests": max(mean("tests") - mean("compile") - mean("sandbox_wait"), 0.0), "compile": mean("compile"),
              "reports": reports_seconds / len(reports)}
     batch = batch_seconds / len(reports)
-    return {"batch": batch, **parts, "rest": batch - sum(parts.values())}
+    return {"batch": batch, **parts, "rest": batch - sum(parts.values()), "ahead": mean("builds_ahead")}
 
 
 def breakdown_rows(breakdowns: Mapping[str, Mapping[str, float]]) -> tuple[list[str], list[list[str]]]:

@@ -45,7 +45,7 @@ import pytest
 import kernels  # noqa: F401  (Triton's mode, before anything else)
 from autograder.static import checks, triton_rules
 from autograder.written import answers as written
-from autograder.grading import stages
+from autograder.grading import ahead, stages
 from autograder.grading.results import GradeReport
 from autograder.sandbox import policy, staging
 from autograder.sandbox.process import RemoteStudent, Worker
@@ -61,8 +61,10 @@ COMPILE_CHECKS = "test_gpu_compile.py"  # the suites' GPU build checks (kernels.
 # GradeReport.timings, in seconds: the slot built (stage folder, worker library, worker launched; under
 # --serve while the previous submission grades), the submission opened into the stage (copied, unpacked),
 # the static checks and written answers read, the whole pytest run, and within it the compile checks
-# (their tests' set-up, call and tear-down) and the calls' waits for the worker to finish booting.
-TIMINGS = ("sandbox_build", "stage", "static", "tests", "compile", "sandbox_wait")
+# (their tests' set-up, call and tear-down: with the builds started ahead, mostly a wait for them), the builds
+# started ahead (autograder.grading.ahead: from the tests' collection to their last answer, beside the tests)
+# and the calls' waits for the worker to finish booting.
+TIMINGS = ("sandbox_build", "stage", "static", "tests", "compile", "builds_ahead", "sandbox_wait")
 
 
 def known_assignments() -> list[str]:
@@ -90,6 +92,13 @@ class GraderPlugin:
     violations: list = field(default_factory=list)
     report: GradeReport | None = None
     compile_seconds: float = 0.0  # of the compile checks' tests
+    slot: "Slot | None" = None  # where the compile checks' builds start once the tests are collected
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if self.slot is not None and self.slot.worker is not None:
+            self.slot.ahead = ahead.start(session.items, self.slot.worker, self.slot.stage / "scratch-builds")
+            if self.slot.ahead is not None:
+                self.student.answered_ahead = self.slot.ahead.take
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if COMPILE_CHECKS in report.nodeid.partition("::")[0]:
@@ -139,6 +148,7 @@ class Slot:
     def __init__(self, protections: policy.Protections, gpu: bool) -> None:
         started = time.monotonic()
         self.worker: Worker | None = None
+        self.ahead: ahead.BuildsAhead | None = None  # the compile checks' builds, beside the tests
         self.stage = stages.make("grade")
         _SLOTS.append(self)  # from here on, an ending runner closes it (see _end)
         lib = staging.build_lib(self.stage / "lib", known_assignments())
@@ -152,10 +162,18 @@ class Slot:
         if self in _SLOTS:
             _SLOTS.remove(self)
         try:
-            if self.worker is not None:
-                self.worker.stop()
+            self.stop_workers()
         finally:
             staging.remove_tree(self.stage)
+
+    def stop_workers(self) -> None:
+        """Stop the builds' worker, then the submission's (which releases the user they share)."""
+        try:
+            if self.ahead is not None:
+                self.ahead.stop()
+        finally:
+            if self.worker is not None:
+                self.worker.stop()
 
 
 _SLOTS: list[Slot] = []  # this process's open slots
@@ -232,7 +250,7 @@ def run(job: Job, slot: Slot, protections: policy.Protections, timeout: float) -
     answers = [] if job.select and "written" not in job.select else [
         r for name in chosen for r in written.written_results(name, submission.root / name, SOLUTIONS)]
     timings["static"] = time.monotonic() - started - timings["stage"]
-    grader = GraderPlugin(RemoteStudent(slot.worker, timeout), violations)
+    grader = GraderPlugin(RemoteStudent(slot.worker, timeout), violations, slot=slot)
     impl.activate(SOLUTIONS)
     args = ["-q", "--no-header", "--tb=short", "-p", "no:cacheprovider", "-p", "no:logging",
             "-p", "no:unraisableexception", f"--rootdir={ROOT}"]
@@ -242,9 +260,9 @@ def run(job: Job, slot: Slot, protections: policy.Protections, timeout: float) -
     try:
         code = pytest.main(args + [p for a in chosen for p in test_paths(a)], plugins=[grader])
     finally:
-        slot.worker.stop()
+        slot.stop_workers()
     timings.update(tests=time.monotonic() - tests_started, compile=grader.compile_seconds,
-                   sandbox_wait=slot.worker.waited)
+                   builds_ahead=slot.ahead.seconds if slot.ahead is not None else 0.0, sandbox_wait=slot.worker.waited)
     report = grader.report or GradeReport(submission="")
     if grader.report is not None:
         report.tests = report.tests + answers

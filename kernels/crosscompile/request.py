@@ -175,3 +175,15 @@ def run_requests(requests: list[dict], timeout: float = 3600.0) -> list[dict]:
     if isinstance(answers, list) and len(answers) == len(requests) and all(isinstance(a, dict) for a in answers):
         return answers
     return [run_request(one, timeout) for one in requests]
+
+
+def run_grouped(answers: dict, groups: list[tuple[str, list[dict]]], timeout: float = 3600.0) -> None:
+    """Answer each (key, requests) of `groups` whose key `answers` lacks, into answers[key] ({dtype: answer}),
+    every request in one compiler process (run_requests: each request is answered as alone, and where that
+    process fails as a whole, each in a process of its own). For a grader's worker that asks for every build
+    of its checks at once (autograder.grading.ahead): one start of torch and Triton instead of one per check."""
+    pending = dict((key, requests) for key, requests in groups if key not in answers)
+    flat = [request for requests in pending.values() for request in requests]
+    found = iter(run_requests(flat, timeout) if flat else [])
+    for key, requests in pending.items():
+        answers[key] = {request["dtype"]: next(found) for request in requests}

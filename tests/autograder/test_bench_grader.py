@@ -109,17 +109,20 @@ def report(name: str, **timings: float) -> GradeReport:
 
 
 def test_where_the_time_goes_from_the_reports_timings():
-    reports = [report("a", sandbox_build=0.02, stage=0.1, static=0.3, tests=6.0, compile=3.0, sandbox_wait=0.5),
-               report("b", sandbox_build=0.08, stage=0.3, static=0.5, tests=8.0, compile=5.0, sandbox_wait=1.5)]
+    reports = [report("a", sandbox_build=0.02, stage=0.1, static=0.3, tests=6.0, compile=3.0, builds_ahead=7.0,
+                      sandbox_wait=0.5),
+               report("b", sandbox_build=0.08, stage=0.3, static=0.5, tests=8.0, compile=5.0, builds_ahead=9.0,
+                      sandbox_wait=1.5)]
     parts = bench.stage_breakdown(reports, batch_seconds=20.0, reports_seconds=1.0)
     # Means per submission; the sandbox's build and the wait for its boot; the tests less the compile checks
-    # and that wait; the rest of the batch's 10 s per submission is what none of the steps holds.
+    # and that wait; the rest of the batch's 10 s per submission is what none of the steps holds. The builds
+    # started ahead ran beside the tests: shown, but not taken from the rest.
     assert parts == pytest.approx({"batch": 10.0, "stage": 0.2, "static": 0.4, "sandbox": 1.05, "tests": 2.0,
-                                   "compile": 4.0, "reports": 0.5, "rest": 1.85})
+                                   "compile": 4.0, "reports": 0.5, "rest": 1.85, "ahead": 8.0})
     header, body = bench.breakdown_rows({"flash_attention": parts})
     assert header == ["assignment", "batch (s)", "stage (s)", "static checks (s)", "sandbox start (s)", "tests (s)",
-                      "compile checks (s)", "reports (s)", "rest (s)"]
-    assert body == [["flash_attention", "10.00", "0.20", "0.40", "1.05", "2.00", "4.00", "0.50", "1.85"]]
+                      "compile checks (s)", "reports (s)", "rest (s)", "builds, beside the tests (s)"]
+    assert body == [["flash_attention", "10.00", "0.20", "0.40", "1.05", "2.00", "4.00", "0.50", "1.85", "8.00"]]
 
 
 def test_reports_without_timings_are_left_out_and_none_at_all_is_an_error():
@@ -131,7 +134,7 @@ def test_reports_without_timings_are_left_out_and_none_at_all_is_an_error():
 
 
 def test_the_runner_times_what_the_breakdown_reads():
-    assert set(TIMINGS) == {"sandbox_build", "stage", "static", "tests", "compile", "sandbox_wait"}
+    assert set(TIMINGS) == {"sandbox_build", "stage", "static", "tests", "compile", "builds_ahead", "sandbox_wait"}
     assert bench.COMPILE_CHECKS == COMPILE_CHECKS
 
 

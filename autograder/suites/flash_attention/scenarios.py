@@ -370,14 +370,20 @@ def triton_gpu_builds(dtype: str, target: str, part: str, lead: list, n: int, he
     """
     from kernels.crosscompile import run_requests
 
+    key, requests = _build_requests(dtype, target, part, lead, n, head_dim, is_causal)
+    if key not in _BUILT:
+        _BUILT[key] = dict(zip((r["dtype"] for r in requests), run_requests(requests)))
+    answer = _BUILT[key][dtype]
+    return answer if "error" in answer else answer.get(part, {"error": f"the compiler gave no answer for the {part}"})
+
+
+def _build_requests(dtype: str, target: str, part: str, lead: list, n: int, head_dim: int,
+                    is_causal: bool) -> tuple[str, list[dict]]:
+    """The compile requests of a build check (its part in each build dtype) and the key of their answers."""
     case = dict(module="flash_attention.flash_triton", function="FlashAttentionTriton", target=target, parts=[part],
                 lead=list(lead), n=n, head_dim=head_dim, is_causal=is_causal)
     dtypes = BUILD_DTYPES if dtype in BUILD_DTYPES else (dtype,)
-    key = repr(sorted(case.items())) + repr(dtypes)
-    if key not in _BUILT:
-        _BUILT[key] = dict(zip(dtypes, run_requests([{**case, "dtype": one} for one in dtypes])))
-    answer = _BUILT[key][dtype]
-    return answer if "error" in answer else answer.get(part, {"error": f"the compiler gave no answer for the {part}"})
+    return repr(sorted(case.items())) + repr(dtypes), [{**case, "dtype": one} for one in dtypes]
 
 
 # The dtypes the build checks ask for (test_gpu_compile.py), built together; and this worker's answers (one
@@ -388,3 +394,18 @@ _BUILT: dict[str, dict] = {}
 
 # The grader's own work, with a CPU budget of its own (autograder.sandbox.process.RemoteStudent.run).
 triton_gpu_builds.cpu_budget = 300.0  # = kernels.crosscompile.BUILD_CPU_SECONDS (a test checks it)
+
+
+def triton_gpu_builds_ahead(calls: list) -> list:
+    """triton_gpu_builds(**call) for each of `calls`, in order: the grader asks for them all at once, beside the
+    tests (autograder.grading.ahead). Every check's requests go to one compiler process (one start of torch and
+    Triton for all), each request answered as alone (kernels.crosscompile.run_requests); then each call
+    reads its answer as a check does."""
+    from kernels.crosscompile.request import run_grouped
+
+    run_grouped(_BUILT, [_build_requests(**call) for call in calls])
+    return [triton_gpu_builds(**call) for call in calls]
+
+
+triton_gpu_builds_ahead.cpu_budget = 300.0
+triton_gpu_builds.ahead = triton_gpu_builds_ahead

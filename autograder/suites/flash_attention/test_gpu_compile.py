@@ -51,11 +51,28 @@ def judge(answer, part: str, dtype: str, target: str) -> list[str]:
     return report_problems(answer, where, target, SHARED_MEMORY_PER_BLOCK[target])
 
 
+def build_call(part: str, dtype: str) -> dict:
+    """The keyword arguments of scenarios.triton_gpu_builds for `part`'s build check in `dtype`."""
+    return dict(dtype=dtype, target=course_target(), part=part, **BUILD_CASE)
+
+
 def assert_builds(student, part: str, dtype: str) -> None:
-    target = course_target()
-    answer = student.run(scenarios.triton_gpu_builds, dtype=dtype, target=target, part=part, **BUILD_CASE)
-    problems = judge(answer, part, dtype, target)
+    call = build_call(part, dtype)
+    answer = student.run(scenarios.triton_gpu_builds, **call)
+    problems = judge(answer, part, dtype, call["target"])
     assert not problems, "\n".join(problems)
+
+
+# Which part each build check builds: the grader starts those builds once the tests are collected, beside
+# them (autograder.grading.ahead), and a check takes its answer from there.
+BUILD_CHECKS = {"test_triton_forward_kernels_build_for_the_course_gpu": "forward",
+                "test_triton_backward_kernels_build_for_the_course_gpu": "backward"}
+
+
+def builds_ahead(items: list) -> list:
+    """(scenario, keyword arguments) of the builds that these collected tests of this module will ask for."""
+    return [(scenarios.triton_gpu_builds, build_call(BUILD_CHECKS[item.originalname], item.callspec.params["dtype"]))
+            for item in items if item.originalname in BUILD_CHECKS]
 
 
 @pytest.mark.points(2)

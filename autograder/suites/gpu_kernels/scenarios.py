@@ -148,15 +148,22 @@ def gpu_builds(kernel: str, dtype: str, target: str) -> dict:
     BUILD_DTYPES at its first check, in one compiler process (kernels.crosscompile.run_requests), and the
     other dtype's check reads the answer this worker kept; each kernel apart, as its value tests gate it.
     """
-    from kernels.crosscompile import GPU_KERNELS_CALLS, run_requests
+    from kernels.crosscompile import run_requests
+
+    key, requests = _build_requests(kernel, dtype, target)
+    if key not in _BUILT:
+        _BUILT[key] = dict(zip((r["dtype"] for r in requests), run_requests(requests)))
+    return _BUILT[key][dtype]
+
+
+def _build_requests(kernel: str, dtype: str, target: str) -> tuple[str, list[dict]]:
+    """The compile requests of a build check (its kernel in each build dtype) and the key of their answers."""
+    from kernels.crosscompile import GPU_KERNELS_CALLS
 
     calls = [dict(module=module, function=function, args=args, kwargs=kwargs)
              for module, function, args, kwargs in GPU_KERNELS_CALLS[kernel]]
     dtypes = BUILD_DTYPES if dtype in BUILD_DTYPES else (dtype,)
-    key = repr((kernel, target, dtypes))
-    if key not in _BUILT:
-        _BUILT[key] = dict(zip(dtypes, run_requests([dict(calls=calls, dtype=one, target=target) for one in dtypes])))
-    return _BUILT[key][dtype]
+    return repr((kernel, target, dtypes)), [dict(calls=calls, dtype=one, target=target) for one in dtypes]
 
 
 # The dtypes the build checks ask for (test_gpu_compile.py), built together; and this worker's answers (one
@@ -167,6 +174,21 @@ _BUILT: dict[str, dict] = {}
 
 # The grader's own work, with a CPU budget of its own (autograder.sandbox.process.RemoteStudent.run).
 gpu_builds.cpu_budget = 300.0  # = kernels.crosscompile.BUILD_CPU_SECONDS (a test checks it)
+
+
+def gpu_builds_ahead(calls: list) -> list:
+    """gpu_builds(**call) for each of `calls`, in order: the grader asks for them all at once, beside the tests
+    (autograder.grading.ahead). Every check's requests go to one compiler process (one start of torch and
+    Triton for all), each request answered as alone (kernels.crosscompile.run_requests); then each call reads
+    its answer as a check does."""
+    from kernels.crosscompile.request import run_grouped
+
+    run_grouped(_BUILT, [_build_requests(**call) for call in calls])
+    return [gpu_builds(**call) for call in calls]
+
+
+gpu_builds_ahead.cpu_budget = 300.0
+gpu_builds.ahead = gpu_builds_ahead
 
 
 # --- counting and measurement ------------------------------------------------------------------------

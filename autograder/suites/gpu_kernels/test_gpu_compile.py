@@ -52,11 +52,29 @@ def judge(answer, kernel: str, dtype: str, target: str, dots: bool) -> list[str]
                                          "first, tl.program_id(0).to(tl.int64) (handout §2)")
 
 
+def build_call(kernel: str, dtype: str) -> dict:
+    """The keyword arguments of scenarios.gpu_builds for `kernel`'s build check in `dtype`."""
+    return dict(kernel=kernel, dtype=dtype, target=course_target())
+
+
 def assert_builds(student, kernel: str, dtype: str, dots: bool = False) -> None:
-    target = course_target()
-    answer = student.run(scenarios.gpu_builds, kernel=kernel, dtype=dtype, target=target)
-    problems = judge(answer, kernel, dtype, target, dots)
+    call = build_call(kernel, dtype)
+    answer = student.run(scenarios.gpu_builds, **call)
+    problems = judge(answer, kernel, dtype, call["target"], dots)
     assert not problems, "\n".join(problems)
+
+
+# Which kernel each build check builds: the grader starts those builds once the tests are collected, beside
+# them (autograder.grading.ahead), and a check takes its answer from there.
+BUILD_CHECKS = {"test_gelu_kernel_builds_for_the_course_gpu": "gelu",
+                "test_softmax_kernels_build_for_the_course_gpu": "softmax",
+                "test_matmul_kernels_build_for_the_course_gpu_with_tensor_cores": "matmul"}
+
+
+def builds_ahead(items: list) -> list:
+    """(scenario, keyword arguments) of the builds that these collected tests of this module will ask for."""
+    return [(scenarios.gpu_builds, build_call(BUILD_CHECKS[item.originalname], item.callspec.params["dtype"]))
+            for item in items if item.originalname in BUILD_CHECKS]
 
 
 @pytest.mark.points(1)

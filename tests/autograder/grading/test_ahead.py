@@ -1,0 +1,165 @@
+"""The compile checks' builds start once the tests are collected and run beside them (autograder.grading.ahead).
+
+Graded for real, a submission's compile checks take their answers from the builds started ahead, and lose
+or keep the same points as when each check builds for itself: a GPU-only mistake (fp32 tiles fed to tl.dot)
+still loses the matmul's compile points, with the same message. The builds of every check in one compiler
+process answer as each check's own builds do. A build that failed ahead is asked of the submission's worker
+as before, and a call that was not planned never waits for the builds.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from autograder.cohort import sample as cohort
+from autograder.grading import ahead
+from autograder.grading.client import grade
+from autograder.sandbox.process import RemoteStudent, WorkerError
+from autograder.suites.gpu_kernels import scenarios as kernel_scenarios
+from autograder.suites.gpu_kernels import test_gpu_compile as kernel_checks
+from kernels.device import has_cuda
+
+MATMUL = "test_matmul_matches_float64_at_random_shapes or (test_matmul_kernels_build_for_the_course_gpu and bf16)"
+
+
+def outcome(report, name: str) -> tuple[str, str]:
+    (found,) = [t for t in report.tests if t.name.rpartition("::")[2] == name]
+    return found.status, found.message
+
+
+@pytest.mark.skipif(has_cuda(), reason="on a GPU the matmul's value test runs the real kernel; CPU case here")
+@pytest.mark.parametrize("member, passes", [("correct", True), ("mistake-fp32-dot", False)])
+def test_a_graded_compile_check_takes_its_build_from_ahead_and_keeps_its_verdict(tmp_path, member, passes):
+    """The reference keeps the matmul's bf16 compile point and the fp32-dot mistake loses it, saying why, with
+    the builds started ahead (their time is in the report) and the check's own time only its wait for them."""
+    chosen = [m for m in (cohort.Member("correct", "solutions"), *cohort.MISTAKES_OF["gpu_kernels"]) if m.name == member]
+    (tree,) = cohort.build(tmp_path, ["gpu_kernels"], chosen)
+    report = grade(tree, assignment="gpu_kernels", select=MATMUL)
+    assert outcome(report, "test_matmul_matches_float64_at_random_shapes")[0] == "passed", report.log
+    status, message = outcome(report, "test_matmul_kernels_build_for_the_course_gpu_with_tensor_cores[bf16]")
+    if passes:
+        assert status == "passed", message
+    else:
+        assert status == "failed"
+        for words in ("_matmul_kernel", "without tensor-core instructions", "bf16/fp16 operands"):
+            assert words in message, f"{words!r} missing from the feedback:\n{message[:2000]}"
+    assert report.timings["builds_ahead"] > 0, report.timings
+    assert report.timings["compile"] < report.timings["builds_ahead"] + 1.0, report.timings
+
+
+def test_the_builds_of_every_check_in_one_process_answer_as_each_checks_own(monkeypatch):
+    """gpu_builds_ahead (every check's requests in one compiler process) gives each call the answer that
+    gpu_builds gives it alone, build by build (the seconds aside)."""
+    calls = [kernel_checks.build_call("gelu", dtype) for dtype in ("fp16", "bf16")]
+
+    def plain(answer: dict) -> dict:
+        return {**answer, "builds": [{k: v for k, v in b.items() if k != "seconds"} for b in answer.get("builds", [])]}
+
+    monkeypatch.setattr(kernel_scenarios, "_BUILT", {})
+    together = kernel_scenarios.gpu_builds_ahead(calls)
+    monkeypatch.setattr(kernel_scenarios, "_BUILT", {})
+    alone = [kernel_scenarios.gpu_builds(**call) for call in calls]
+    assert [plain(a) for a in together] == [plain(a) for a in alone]
+    assert all(a.get("builds") and all(b["ok"] for b in a["builds"]) for a in together), together
+
+
+class Refusing:
+    """A second worker whose requests fail, as an overloaded or crashed one's do (the first, the submission's,
+    is not asked here)."""
+
+    def __init__(self) -> None:
+        self.asked, self.stopped = [], 0
+
+    def request(self, message: dict, timeout: float):
+        self.asked.append(message)
+        raise WorkerError("the worker died from SIGKILL")
+
+    def stop(self) -> None:
+        self.stopped += 1
+
+
+class Asked:
+    """The submission's worker as RemoteStudent sees it: records what it was asked and answers it."""
+
+    def __init__(self) -> None:
+        self.asked, self.meter = [], None
+
+    def ready(self) -> None:
+        pass
+
+    def request(self, message: dict, timeout: float):
+        self.asked.append(message["name"])
+        return {"answered": "by the submission's worker"}
+
+
+def test_a_build_that_failed_ahead_is_asked_of_the_submissions_worker():
+    """The planned call's answer is missing when its build failed ahead: the check asks the submission's worker,
+    which answers it; the second worker is stopped, also twice."""
+    call = kernel_checks.build_call("gelu", "bf16")
+    refusing = Refusing()
+    builds = ahead.BuildsAhead(refusing, [(kernel_scenarios.gpu_builds, call)])
+    builds.thread.join(timeout=30)
+    assert [m["name"] for m in refusing.asked] == ["autograder.suites.gpu_kernels.scenarios:gpu_builds_ahead"]
+    assert refusing.asked[0]["kwargs"] == {"calls": [call]}
+    student = RemoteStudent(Asked(), timeout=5)
+    student.answered_ahead = builds.take
+    assert student.run(kernel_scenarios.gpu_builds, **call) == {"answered": "by the submission's worker"}
+    assert student.worker.asked == ["autograder.suites.gpu_kernels.scenarios:gpu_builds"]
+    builds.stop()
+    assert refusing.stopped == 2
+
+
+class Answering:
+    """A second worker that answers the planned builds once `release` is set."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def request(self, message: dict, timeout: float):
+        self.release.wait(30)
+        return [{"from": "ahead", **call} for call in message["kwargs"]["calls"]]
+
+    def stop(self) -> None:
+        self.release.set()
+
+
+def test_a_planned_call_waits_for_its_build_and_others_never_wait():
+    """A planned call gets the answer built ahead for exactly its arguments, in any order, once it is ready; a
+    call with other arguments, or another scenario, goes to the submission's worker at once."""
+    bf16, fp16 = (kernel_checks.build_call("matmul", dtype) for dtype in ("bf16", "fp16"))
+    second = Answering()
+    builds = ahead.BuildsAhead(second, [(kernel_scenarios.gpu_builds, bf16), (kernel_scenarios.gpu_builds, fp16)])
+    student = RemoteStudent(Asked(), timeout=5)
+    student.answered_ahead = builds.take
+    assert student.run(kernel_scenarios.profile_linear, size=4, k=1) == {"answered": "by the submission's worker"}
+    assert student.run(kernel_scenarios.gpu_builds, **{**bf16, "kernel": "gelu"}) == {
+        "answered": "by the submission's worker"}
+    assert builds.thread.is_alive(), "an unplanned call waited for the builds"
+    second.release.set()
+    assert student.run(kernel_scenarios.gpu_builds, **dict(reversed(fp16.items()))) == {"from": "ahead", **fp16}
+    assert student.worker.asked == ["autograder.suites.gpu_kernels.scenarios:profile_linear",
+                                    "autograder.suites.gpu_kernels.scenarios:gpu_builds"]
+
+
+def test_the_planned_builds_are_those_of_the_collected_checks(pytestconfig):
+    """builds_ahead of each compile-check module plans one build per collected build check (its kernel or part
+    and its dtype), none for the other tests, and a module that cannot say plans nothing."""
+    class Item:
+        def __init__(self, module, name: str, dtype: str | None = None) -> None:
+            self.module, self.originalname = module, name
+            self.callspec = type("Spec", (), {"params": {"dtype": dtype} if dtype else {}})()
+
+    items = [Item(kernel_checks, "test_gelu_kernel_builds_for_the_course_gpu", "fp16"),
+             Item(kernel_checks, "test_matmul_kernels_build_for_the_course_gpu_with_tensor_cores", "bf16"),
+             Item(kernel_checks, "test_kernels_give_the_same_output_in_any_program_order")]
+    assert ahead.planned(items) == [(kernel_scenarios.gpu_builds, kernel_checks.build_call("gelu", "fp16")),
+                                    (kernel_scenarios.gpu_builds, kernel_checks.build_call("matmul", "bf16"))]
+
+    class Broken:
+        @staticmethod
+        def builds_ahead(items):
+            raise pytest.UsageError("LLMSYS_COURSE_GPU='sm_42' is not a target")
+
+    assert ahead.planned([Item(Broken, "test_x")]) == []
