@@ -13,9 +13,11 @@ the `reference` fixture) and never imports student code.
 `--serve` grades many submissions without paying for interpreter start-up each time: it imports
 torch, the reference and the test modules once, then forks one child per submission, each from
 that clean, warm state (so nothing of one submission's grading reaches the next). The next child is
-forked, and its worker booted, while the current one grades (`--no-overlap` waits until it is
-done: one submission at a time; `batch --overlap` chooses). Every submission still gets its own
-sandbox and its own worker, never shared.
+forked, and its worker booted, while the current one grades, and the compile checks' builds start
+beside the tests in a second worker of the submission (autograder.grading.ahead); `--no-overlap` does
+neither (one submission at a time, each check building when it asks: for workers that share the
+cores; `batch --overlap` chooses). Every submission still gets its own sandbox and its own workers,
+never shared with another.
 
 Lifetime: a runner started by the client (`--lifeline FD`) ends when the client does, however it ended
 (SIGKILL included): the client holds the other end of that pipe, the kernel closes it when the client
@@ -95,7 +97,7 @@ class GraderPlugin:
     slot: "Slot | None" = None  # where the compile checks' builds start once the tests are collected
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        if self.slot is not None and self.slot.worker is not None:
+        if self.slot is not None and self.slot.worker is not None and self.slot.builds_ahead:
             self.slot.ahead = ahead.start(session.items, self.slot.worker, self.slot.stage / "scratch-builds")
             if self.slot.ahead is not None:
                 self.student.answered_ahead = self.slot.ahead.take
@@ -145,10 +147,13 @@ class Slot:
     bubblewrap, and without isolation, the worker is this user; a user-mode worker gets in by its group).
     """
 
-    def __init__(self, protections: policy.Protections, gpu: bool) -> None:
+    def __init__(self, protections: policy.Protections, gpu: bool, builds_ahead: bool = True) -> None:
         started = time.monotonic()
         self.worker: Worker | None = None
-        self.ahead: ahead.BuildsAhead | None = None  # the compile checks' builds, beside the tests
+        # Whether the compile checks' builds start beside the tests, on a core of their own (off where the
+        # workers already share the cores: --no-overlap); and, once started, those builds.
+        self.builds_ahead = builds_ahead
+        self.ahead: ahead.BuildsAhead | None = None
         self.stage = stages.make("grade")
         _SLOTS.append(self)  # from here on, an ending runner closes it (see _end)
         lib = staging.build_lib(self.stage / "lib", known_assignments())
@@ -305,7 +310,7 @@ def warm(assignments: list[str]) -> None:
 class Ready:
     """A forked child holding a slot, waiting for its job on a pipe."""
 
-    def __init__(self, timeout: float, sandbox: str) -> None:
+    def __init__(self, timeout: float, sandbox: str, builds_ahead: bool = True) -> None:
         read, self.write = os.pipe()
         self.pid = os.fork()
         if self.pid == 0:
@@ -314,15 +319,15 @@ class Ready:
                 os.close(fd)
             _LIFELINE.clear()
             os.close(self.write)
-            self._child(read, timeout, sandbox)
+            self._child(read, timeout, sandbox, builds_ahead)
         _CHILDREN.add(self.pid)
         os.close(read)
 
-    def _child(self, read: int, timeout: float, sandbox: str) -> None:
+    def _child(self, read: int, timeout: float, sandbox: str, builds_ahead: bool) -> None:
         code = 1
         try:
             protections, gpu = protections_for(timeout, sandbox)
-            slot = Slot(protections, gpu)
+            slot = Slot(protections, gpu, builds_ahead)
             with os.fdopen(read, "rb") as pipe:
                 text = pipe.read()
             if text:
@@ -357,20 +362,23 @@ class Ready:
 def serve(timeout: float, sandbox: str, overlap: bool = True) -> None:
     """Grade one job per line of stdin (Job fields as JSON); answer one line per job on stdout.
 
-    With `overlap`, the next child is forked (and its worker boots) while the current one grades;
-    without, only once the current one is done."""
+    With `overlap`, the next child is forked (and its worker boots) while the current one grades, and the
+    compile checks' builds start beside the tests (autograder.grading.ahead); without, the next child only
+    once the current one is done, and each compile check builds when it asks: where the workers already
+    share the cores (`batch --overlap auto` with fewer than two cores per worker), a second busy process per
+    worker would only slow the others down."""
     warm(known_assignments())
     gc.collect()
     gc.freeze()  # the warm heap stays out of the children's collections: no copy-on-write of all of it
-    ready = Ready(timeout, sandbox)
+    ready = Ready(timeout, sandbox, overlap)
     for line in sys.stdin:
         busy, job = ready, Job(**json.loads(line))
         busy.start(job)
         if overlap:
-            ready = Ready(timeout, sandbox)
+            ready = Ready(timeout, sandbox, overlap)
         status = busy.wait(JOB_LIMIT)
         if not overlap:
-            ready = Ready(timeout, sandbox)
+            ready = Ready(timeout, sandbox, overlap)
         print(json.dumps({"report": job.report, "status": status}), flush=True)
     os.close(ready.write)  # end of input: the waiting child reads nothing and cleans up
     ready.wait(60)
@@ -387,7 +395,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--select", help="only the tests matching this pytest -k expression")
     parser.add_argument("--seed", type=int, help="the seed of the randomised tests (default: random)")
     parser.add_argument("--no-overlap", dest="overlap", action="store_false",
-                        help="with --serve: prepare the next submission's sandbox only after the current one is graded")
+                        help="with --serve: prepare the next submission's sandbox only after the current one is "
+                             "graded, and build the compile checks' kernels only when each check asks")
     parser.add_argument("--lifeline", type=int, metavar="FD",
                         help="a pipe whose other end the client holds: end when it closes (see watch_client)")
     args = parser.parse_args(argv)

@@ -2,7 +2,8 @@
 
 Graded for real, a submission's compile checks take their answers from the builds started ahead, and lose
 or keep the same points as when each check builds for itself: a GPU-only mistake (fp32 tiles fed to tl.dot)
-still loses the matmul's compile points, with the same message. The builds of every check in one compiler
+still loses the matmul's compile points, with the same message; a server that does not overlap (workers that
+share the cores) builds when each check asks. The builds of every check in one compiler
 process answer as each check's own builds do. A build that failed ahead is asked of the submission's worker
 as before, and a call that was not planned never waits for the builds.
 """
@@ -15,7 +16,7 @@ import pytest
 
 from autograder.cohort import sample as cohort
 from autograder.grading import ahead
-from autograder.grading.client import grade
+from autograder.grading.client import ServerPool, grade
 from autograder.sandbox.process import RemoteStudent, WorkerError
 from autograder.suites.gpu_kernels import scenarios as kernel_scenarios
 from autograder.suites.gpu_kernels import test_gpu_compile as kernel_checks
@@ -47,6 +48,20 @@ def test_a_graded_compile_check_takes_its_build_from_ahead_and_keeps_its_verdict
             assert words in message, f"{words!r} missing from the feedback:\n{message[:2000]}"
     assert report.timings["builds_ahead"] > 0, report.timings
     assert report.timings["compile"] < report.timings["builds_ahead"] + 1.0, report.timings
+
+
+@pytest.mark.skipif(has_cuda(), reason="on a GPU the matmul's value test runs the real kernel; CPU case here")
+def test_a_server_without_overlap_builds_when_each_check_asks(tmp_path):
+    """A grading server that does not overlap (a batch whose workers already share the cores) starts no
+    builds ahead: the check builds when it asks, with the same verdict."""
+    (tree,) = cohort.build(tmp_path, ["gpu_kernels"], [cohort.Member("correct", "solutions")])
+    pool = ServerPool(overlap=False, select=MATMUL)
+    try:
+        report = pool.grade(tree)
+    finally:
+        pool.close()
+    assert outcome(report, "test_matmul_kernels_build_for_the_course_gpu_with_tensor_cores[bf16]")[0] == "passed"
+    assert report.timings["builds_ahead"] == 0 and report.timings["compile"] > 0, report.timings
 
 
 def test_the_builds_of_every_check_in_one_process_answer_as_each_checks_own(monkeypatch):
