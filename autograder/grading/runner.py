@@ -98,7 +98,9 @@ class GraderPlugin:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         if self.slot is not None and self.slot.worker is not None and self.slot.builds_ahead:
-            self.slot.ahead = ahead.start(session.items, self.slot.worker, self.slot.stage / "scratch-builds")
+            # Not the builds of a check that a static check fails anyway: it would never ask for them.
+            items = [item for item in session.items if not checks.blocked(self.violations, task_of(item))]
+            self.slot.ahead = ahead.start(items, self.slot.worker, self.slot.stage / "scratch-builds")
             if self.slot.ahead is not None:
                 self.student.answered_ahead = self.slot.ahead.take
 
@@ -112,8 +114,7 @@ class GraderPlugin:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_call(self, item: pytest.Item) -> None:
-        marker = item.get_closest_marker("task")
-        found = checks.blocked(self.violations, marker.args[0] if marker else "")
+        found = checks.blocked(self.violations, task_of(item))
         if found:
             pytest.fail("static check: " + "; ".join(v.message for v in found), pytrace=False)
 
@@ -121,6 +122,12 @@ class GraderPlugin:
         from autograder.harness.plugin import report_of  # imported by pytest first, for assert rewriting
 
         self.report = report_of(session.config)
+
+
+def task_of(item: pytest.Item) -> str:
+    """The task a test is marked with (`task("module.symbol")`), "" for none."""
+    marker = item.get_closest_marker("task")
+    return marker.args[0] if marker else ""
 
 
 def scan(submission, assignments: list[str]) -> list:

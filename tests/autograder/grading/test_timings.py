@@ -46,5 +46,6 @@ def test_a_grading_times_each_of_its_steps(tmp_path):
     assert all(seconds >= 0 for seconds in timings.values())
     assert timings["sandbox_build"] > 0 and timings["tests"] > 0
     assert 0 < timings["compile"] < timings["tests"]  # the gelu correctness tests ran beside the build
+    assert timings["builds_ahead"] > 0  # the build started once the tests were collected (grading.ahead)
     assert timings["sandbox_wait"] <= timings["tests"]
     assert timings["stage"] + timings["static"] + timings["tests"] <= report.execution_time
