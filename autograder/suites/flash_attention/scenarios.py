@@ -365,8 +365,10 @@ def triton_gpu_builds(dtype: str, target: str, part: str, lead: list, n: int, he
 
     The part is built in both BUILD_DTYPES at its first check, in one compiler process (kernels.crosscompile.
     run_requests), and the other dtype's check reads the answer this worker kept: one start of torch and
-    Triton per part, not per check. Parts are never built together: the backward's host code runs only for
-    the backward's checks, which its value tests gate.
+    Triton per part, not per check. Asked so, parts are never built together: the backward's host code runs
+    only for the backward's checks, which its value tests gate. Where the grader starts the builds beside
+    the tests instead (triton_gpu_builds_ahead, autograder.grading.ahead), every part's requests go to one
+    process before any check asks, and each check still takes its answer only once its value test passed.
     """
     from kernels.crosscompile import run_requests
 

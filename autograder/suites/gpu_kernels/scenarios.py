@@ -147,6 +147,9 @@ def gpu_builds(kernel: str, dtype: str, target: str) -> dict:
     TRITON_INTERPRET=0. The kernel is built in both
     BUILD_DTYPES at its first check, in one compiler process (kernels.crosscompile.run_requests), and the
     other dtype's check reads the answer this worker kept; each kernel apart, as its value tests gate it.
+    Where the grader starts the builds beside the tests instead (gpu_builds_ahead, autograder.grading.ahead),
+    every kernel's requests go to one process before any check asks, and each check still takes its answer
+    only once its value test passed.
     """
     from kernels.crosscompile import run_requests
 
