@@ -30,9 +30,6 @@ import pytest
 from autograder.harness.student import scenario_name
 from autograder.sandbox.process import Worker
 
-MISSING = object()
-
-
 def planned(items: list[pytest.Item]) -> list[tuple[Callable, dict]]:
     """(scenario, keyword arguments) of every build the collected `items` will ask for, from the test modules
     that define `builds_ahead(items)` (given their own items only)."""
@@ -70,6 +67,7 @@ class BuildsAhead:
         self.groups: dict[Callable, list[dict]] = {}
         for scenario, kwargs in calls:
             self.groups.setdefault(scenario, []).append(kwargs)
+        self.names = {scenario_name(scenario) for scenario in self.groups}
         self.planned = {key(scenario_name(scenario), kwargs) for scenario, kwargs in calls}
         self.thread = threading.Thread(target=self._run, name="builds-ahead", daemon=True)
         self.thread.start()
@@ -78,9 +76,9 @@ class BuildsAhead:
         started = time.monotonic()
         try:
             for scenario, calls in self.groups.items():
-                combined = getattr(scenario, "ahead", None)
-                if combined is None or self.stopping:
-                    continue
+                if self.stopping:
+                    break
+                combined = scenario.ahead
                 message = {"op": "scenario", "name": scenario_name(combined), "kwargs": {"calls": calls}}
                 try:
                     found = self.worker.request(message, float(combined.cpu_budget))
@@ -95,13 +93,15 @@ class BuildsAhead:
 
     def take(self, name: str, kwargs: dict) -> tuple[bool, Any]:
         """(True, the answer) of the call planned as (name, kwargs), once the builds are done; (False, None)
-        where it was not planned or its build failed here."""
+        where it was not planned or its build failed here. Every scenario call of the tests comes here: only a
+        planned scenario's arguments (which may hold tensors) are looked at."""
+        if name not in self.names:
+            return False, None
         wanted = key(name, kwargs)
         if wanted not in self.planned:
             return False, None
         self.thread.join()
-        found = self.answers.get(wanted, MISSING)
-        return (False, None) if found is MISSING else (True, found)
+        return (True, self.answers[wanted]) if wanted in self.answers else (False, None)
 
     def stop(self) -> None:
         """Stop the second worker, and whatever it still builds."""
