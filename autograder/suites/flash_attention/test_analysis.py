@@ -138,21 +138,22 @@ def test_byte_counts_stay_exact_beyond_two_to_the_53(student, rng):
 @pytest.mark.points(1)
 @pytest.mark.task("analysis.attention_flops")
 def test_counts_reject_random_bad_sizes(student, trusted, rng):
-    """Each count raises ValueError for a random size that is zero, negative or a float (q_tile included),
-    and attention_flops for causal with random n_queries != n_keys."""
+    """Each count raises ValueError for every size (q_tile included) made bad in each of three ways: zero, a
+    random negative, a random whole float; and attention_flops for causal with random n_queries != n_keys."""
     analysis = student.module(ANALYSIS)
     names = ("batch", "heads", "n_queries", "n_keys", "head_dim")
-    for name in rng.sample(names, 3):
-        sizes = {n: rng.randint(1, 64) for n in names} | {name: rng.choice((0, -rng.randint(1, 99),
-                                                                            float(rng.randint(1, 64))))}
-        what = f"{sizes}"
-        trusted.value_error(f"attention_flops({what})", lambda: analysis.attention_flops(**sizes))
-        trusted.value_error(f"naive_attention_hbm_bytes({what})", lambda: analysis.naive_attention_hbm_bytes(**sizes))
-        trusted.value_error(f"flash_attention_hbm_bytes({what})",
-                            lambda: analysis.flash_attention_hbm_bytes(**sizes, q_tile=16))
-    q_tile = rng.choice((0, -rng.randint(1, 128), float(rng.randint(1, 128))))
-    trusted.value_error(f"flash_attention_hbm_bytes(q_tile={q_tile!r})",
-                        lambda: analysis.flash_attention_hbm_bytes(1, 2, 64, 64, 16, q_tile))
+    for name in names:
+        for bad in (0, -rng.randint(1, 99), float(rng.randint(1, 64))):
+            sizes = {n: rng.randint(1, 64) for n in names} | {name: bad}
+            what = f"{sizes}"
+            trusted.value_error(f"attention_flops({what})", lambda: analysis.attention_flops(**sizes))
+            trusted.value_error(f"naive_attention_hbm_bytes({what})",
+                                lambda: analysis.naive_attention_hbm_bytes(**sizes))
+            trusted.value_error(f"flash_attention_hbm_bytes({what})",
+                                lambda: analysis.flash_attention_hbm_bytes(**sizes, q_tile=16))
+    for q_tile in (0, -rng.randint(1, 128), float(rng.randint(1, 128))):
+        trusted.value_error(f"flash_attention_hbm_bytes(q_tile={q_tile!r})",
+                            lambda: analysis.flash_attention_hbm_bytes(1, 2, 64, 64, 16, q_tile))
     n_queries = rng.randint(1, 4096)
     n_keys = n_queries + rng.randint(1, 4096)
     trusted.value_error(f"attention_flops causal with n_queries {n_queries} != n_keys {n_keys}",

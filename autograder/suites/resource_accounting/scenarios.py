@@ -162,7 +162,8 @@ def elementwise_program(seed: int, ops: list[dict]) -> Callable[[], None]:
     """A mix of elementwise ops without autograd; each op is {"op", "form", "a", "b", "scalar"}.
 
     Forms: "operator" (a + b), "function" (torch.add(a, b, alpha=...)), "alias" (torch.multiply ...),
-    "scalar" (a * 2.5), "inplace" (a.add_(b): not counted), "other" (exp, neg, relu, sum: not counted),
+    "scalar" (a * 2.5), "inplace" (a.add_(b): not counted), "other" (exp, neg, relu, sum, rsub, addcmul: not
+    counted),
     "matmul" (a @ b: counted as a matmul).
     """
     gen = torch.Generator().manual_seed(seed)
@@ -185,8 +186,12 @@ _FUNCTIONS = {"add": lambda a, b: torch.add(a, b, alpha=0.5), "sub": lambda a, b
 _ALIASES = {"add": lambda a, b: a.add(b), "sub": torch.subtract, "mul": torch.multiply, "div": torch.true_divide}
 _INPLACE = {"add": lambda a, b: a.add_(b), "sub": lambda a, b: a.sub_(b), "mul": lambda a, b: a.mul_(b),
             "div": lambda a, b: a.div_(b)}
+# Not counted: other elementwise ops (relu is elementwise too, but not one of the four), a reduction, and
+# the ops whose names start like a counted one (rsub, from `2.5 - a`; addcmul): a FlopCounter that counts
+# them (by name prefix, say) is wrong.
 _OTHERS = {"exp": lambda a, b: a.exp(), "neg": lambda a, b: -a, "relu": lambda a, b: torch.relu(a),
-           "sum": lambda a, b: a.sum()}
+           "sum": lambda a, b: a.sum(), "rsub": lambda a, b: 2.5 - a, "addcmul": lambda a, b: torch.addcmul(a, a, a)}
+UNCOUNTED = tuple(_OTHERS)
 
 
 def _elementwise_call(op: dict, a: torch.Tensor, b: torch.Tensor) -> Callable[[], object]:

@@ -75,10 +75,13 @@ def elementwise_spec(rng: random.Random, inplace: bool) -> tuple[dict, dict]:
         if form == "inplace":
             a = list(torch.broadcast_shapes(a, b))
         if form == "other":
-            name = rng.choice(("exp", "neg", "relu", "sum"))
+            name = rng.choice(scenarios.UNCOUNTED)
         ops.append({"op": name, "form": form, "a": a, "b": b, "scalar": rng.choice((2.5, -1.0, 3))})
         if form not in ("inplace", "other"):
             expected[f"aten.{name}"] = expected.get(f"aten.{name}", 0) + out
+    for name in scenarios.UNCOUNTED:  # each uncounted op in every mix, wherever it falls: never left to chance
+        a, b, _ = broadcast_pair(rng)
+        ops.insert(rng.randint(0, len(ops)), {"op": name, "form": "other", "a": a, "b": b, "scalar": 0})
     m, n, p = rng.randint(1, 6), rng.randint(1, 6), rng.randint(1, 6)
     ops.append({"op": "mm", "form": "matmul", "a": [m, n], "b": [n, p], "scalar": 0})
     expected["aten.mm"] = 2 * m * n * p
@@ -144,8 +147,9 @@ def test_flop_counter_matches_flop_counter_mode_on_random_attention_layers(stude
 @pytest.mark.task("flops.FlopCounter")
 def test_flop_counter_counts_random_elementwise_ops_per_output_element(student, trusted, rng):
     """With count_elementwise=True, on 2 random mixes of add, sub, mul and div (operators, functions with alpha,
-    aliases, tensor-scalar, random broadcasts) beside uncounted ops and one matmul, each op counts the elements
-    of its broadcast output, keyed "aten.add" ..., and the matmul 2·m·n·p."""
+    aliases, tensor-scalar, random broadcasts) beside uncounted ops (exp, neg, relu, sum, rsub and addcmul, each
+    in every mix) and one matmul, each op counts the elements of its broadcast output, keyed "aten.add" ..., and
+    the matmul 2·m·n·p."""
     for _ in range(2):
         spec, expected = elementwise_spec(rng, inplace=False)
         got = student.run(scenarios.count_program, kind="elementwise", spec=spec, count_elementwise=True)

@@ -160,6 +160,10 @@ WRONG = {
         "analysis.py", [("* bytes_per_element + 4 * n_queries", "* bytes_per_element + bytes_per_element * n_queries")],
         "test_analysis.py", {"test_flash_bytes_follow_the_counting_rule_at_random_tiles",
                              "test_byte_counts_stay_exact_beyond_two_to_the_53"}),
+    "the counts accept a whole float head_dim": (
+        "analysis.py", [("if type(value) is not int or value <= 0:",
+                         "if (type(value) is not int and name != \"head_dim\") or value <= 0:")],
+        "test_analysis.py", {"test_counts_reject_random_bad_sizes"}),
     "backward FLOPs counted as two forwards": (
         "analysis.py", [("flops *= 2.5", "flops *= 2")],
         "test_analysis.py", {"test_attention_flops_at_random_sizes"}),
