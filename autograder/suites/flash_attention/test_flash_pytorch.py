@@ -76,6 +76,26 @@ def test_backward_matches_float64_autograd_at_random_shapes_and_tiles(student, t
             trusted.assert_close(f"{name} ({case})", got, want, torch.float32, trusted.fp32)
 
 
+@pytest.mark.edge
+@pytest.mark.points(1)
+@pytest.mark.task("flash_pytorch.flash_backward_pytorch")
+def test_backward_returns_the_gradients_in_the_input_dtype(student, trusted, rng):
+    """On bfloat16 q, k, v and do (o in bfloat16, lse float32) at a random case on the CPU, flash_backward_pytorch
+    returns dq, dk and dv in bfloat16 ("in the dtypes of q, k, v": the float32 it works in is cast back), close
+    to float64 autograd of the same inputs at bf16's tolerance. Autograd would cast a float32 gradient back
+    silently, so only a direct call sees it."""
+    backward = student.module(FLASH).flash_backward_pytorch
+    case = draw(trusted, rng, lengths=(1, 48), head_dims=HEAD_DIMS)
+    x = case.inputs(rng.randrange(2**31), torch.bfloat16)
+    o, lse = trusted.attention64(x["q"], x["k"], x["v"], case.is_causal)
+    grads = backward(x["q"], x["k"], x["v"], o.to(torch.bfloat16), lse.float(), x["do"], case.is_causal,
+                     q_tile=case.q_tile, k_tile=case.k_tile)
+    assert type(grads) is tuple and len(grads) == 3, "flash_backward_pytorch must return (dq, dk, dv)"
+    expected = trusted.gradients64(x["q"], x["k"], x["v"], x["do"], case.is_causal)
+    for name, got, want in zip(("dq", "dk", "dv"), grads, expected):
+        trusted.assert_close(f"{name} ({case}, bfloat16)", got, want, torch.bfloat16, trusted.half[torch.bfloat16])
+
+
 @pytest.mark.points(2)
 @pytest.mark.visibility("after_due_date")
 @pytest.mark.task("flash_pytorch.flash_forward_pytorch")

@@ -206,6 +206,23 @@ def profile_linear(size: int, k: int) -> list:
     return profile_top_ops(F.linear, x, w, k=k)
 
 
+def profile_calls(size: int, k: int) -> dict:
+    """profile_top_ops of a function that counts its calls and adds two (size, size) matrices, multiplies them
+    and takes a sigmoid of the product: {"calls": how often it ran, "top": what profile_top_ops returned}."""
+    from gpu_kernels.measure import profile_top_ops
+
+    generator = torch.Generator().manual_seed(size)
+    x, w = torch.randn(size, size, generator=generator), torch.randn(size, size, generator=generator)
+    calls = []
+
+    def step(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        calls.append(1)
+        return torch.sigmoid((a + b) @ b)
+
+    top = profile_top_ops(step, x, w, k=k)
+    return {"calls": len(calls), "top": top}
+
+
 # ---- What each program loads, under Triton's interpreter (the design of §2 to §4) -------------------
 
 

@@ -121,6 +121,20 @@ def test_profile_top_ops_returns_min_of_k_and_the_ops_that_ran(student, rng):
         f"k=10⁶ for the program {ops}: expected every op once, got {every}"
 
 
+@pytest.mark.edge
+@pytest.mark.points(0.5)
+@pytest.mark.task("measure.profile_top_ops")
+def test_profile_top_ops_warms_up_once_outside_the_profile(student, rng):
+    """fn runs exactly twice, a warm-up and the profiled call (§7: "call fn(*args) once to warm up, then once
+    inside torch.profiler.profile"), and the profile holds the profiled call's ops only: aten::mm, aten::add
+    and aten::sigmoid once each."""
+    got = student.run(hidden.profile_calls, size=rng.randint(200, 400), k=100)
+    assert got["calls"] == 2, f"fn ran {got['calls']} times: expected 2 (one warm-up, one profiled call)"
+    counts = {name: calls for name, _, calls in got["top"]}
+    assert {name: counts.get(name) for name in ("aten::mm", "aten::add", "aten::sigmoid")} == \
+        {"aten::mm": 1, "aten::add": 1, "aten::sigmoid": 1}, f"the profile holds more than one call: {got['top']}"
+
+
 @pytest.mark.points(1)
 @pytest.mark.task("measure.profile_top_ops")
 def test_profile_top_ops_ranks_by_self_time_not_total_time(student, rng):

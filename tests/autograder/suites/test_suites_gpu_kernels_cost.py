@@ -175,7 +175,11 @@ MISTAKES = {
                         "    return [('aten::mm', 9e3, 2), ('aten::add', 9.0, 3), ('aten::mul', 8.0, 2), ('aten::exp', 7.0, 1)]"
                         "[:k]\n    ranked = sorted(prof.key_averages()")], {
             "test_profile_top_ops_on_random_programs", "test_profile_top_ops_returns_min_of_k_and_the_ops_that_ran",
-            "test_profile_top_ops_ranks_by_self_time_not_total_time"}),
+            "test_profile_top_ops_ranks_by_self_time_not_total_time",
+            "test_profile_top_ops_warms_up_once_outside_the_profile"}),
+    "profile without warm-up": (
+        "measure.py", [("    fn(*args)  # warm-up, outside the profile\n", "")], {
+            "test_profile_top_ops_warms_up_once_outside_the_profile"}),
 }
 
 # Mistakes run together touch functions that no test of another mistake of the group exercises.
@@ -186,7 +190,7 @@ GROUPS = [
     ("efficiency ignores the idle SMs of the last wave", "the unfused intermediate counted once, not written and read",
      "benchmark takes the minimum", "profile returns the public answer"),
     ("efficiency ignores the padding of partial tiles", "elementwise counts the read only",
-     "benchmark times the warm-up calls too"),
+     "benchmark times the warm-up calls too", "profile without warm-up"),
     ("cost functions hard-code the public answers",),
 ]
 
