@@ -124,6 +124,23 @@ def bad_inputs(rng: random.Random) -> dict[str, tuple]:
     return found
 
 
+def negative_rows(case: Case, seed: int) -> dict:
+    """Seeded q, k, v (float32) of `case`'s shapes where every score of every other query row lies far below
+    zero (between about -175 and -700 after the 1/sqrt(d) scale) and the other rows' scores are ordinary.
+    A running maximum started at 0 instead of -inf underflows there (exp(s - 0) = 0 for every key: l = 0, o
+    and lse NaN or inf); the maximum so far, as the handout defines it, gives the softmax up to rounding.
+
+    The far rows' products are exact in float32 (keys are multiples of 1/8 in [0.5, 1.5), those query rows a
+    negative power of two times ones), so the only rounding left is the scale's: well within 1e-4."""
+    generator = torch.Generator().manual_seed(seed)
+    k_shape = (*case.lead, case.n_keys, case.head_dim)
+    k = torch.randint(4, 12, k_shape, generator=generator).float() / 8
+    q = torch.randn((*case.lead, case.n_queries, case.head_dim), generator=generator)
+    far = 2.0 ** math.ceil(math.log2(250 / math.sqrt(case.head_dim)))  # scores about -far·sqrt(d)
+    q[..., ::2, :] = -far
+    return {"q": q, "k": k, "v": torch.randn(k_shape, generator=generator)}
+
+
 def bad_tiles(rng: random.Random) -> list[int]:
     """Three Triton tile sizes that break the rule (powers of two, at least 16): one below 16, two that
     are not powers of two."""
@@ -142,7 +159,7 @@ def helpers() -> SimpleNamespace:
     return SimpleNamespace(attention64=attention64, gradients64=gradients64, assert_close=assert_close,
                            fp32=FP32, half=HALF, draw=draw_case, naive=naive_attention, seconds=seconds,
                            median_ratio=median_ratio, loop=trusted_loop, value_error=assert_value_error,
-                           bad_inputs=bad_inputs, bad_tiles=bad_tiles)
+                           bad_inputs=bad_inputs, bad_tiles=bad_tiles, negative_rows=negative_rows)
 
 
 @pytest.fixture(scope="session")

@@ -76,6 +76,22 @@ def test_backward_matches_float64_autograd_at_random_shapes_and_tiles(student, t
             trusted.assert_close(f"{name} ({case})", got, want, torch.float32, trusted.fp32)
 
 
+@pytest.mark.points(1)
+@pytest.mark.task("flash_pytorch.flash_forward_pytorch")
+def test_forward_is_exact_where_every_score_of_a_row_is_far_below_zero(student, trusted, rng):
+    """At a random case whose every other query row has all its scores between about -100 and -1000 (§5: m is
+    the maximum so far, starting at -inf, so exp(s - m) is 1 for the row's largest score), o and lse match
+    float64 within 1e-4 as for ordinary scores."""
+    case = draw(trusted, rng, lengths=(2, 48), head_dims=HEAD_DIMS)
+    x = trusted.negative_rows(case, rng.randrange(2**31))
+    o, lse = student.module(FLASH).flash_forward_pytorch(x["q"], x["k"], x["v"], case.is_causal,
+                                                         q_tile=case.q_tile, k_tile=case.k_tile)
+    expected_o, expected_lse = trusted.attention64(x["q"], x["k"], x["v"], case.is_causal)
+    trusted.assert_close(f"o ({case}, rows of scores far below zero)", o, expected_o, torch.float32, trusted.fp32)
+    trusted.assert_close(f"lse ({case}, rows of scores far below zero)", lse, expected_lse, torch.float32,
+                         trusted.fp32)
+
+
 @pytest.mark.edge
 @pytest.mark.points(1)
 @pytest.mark.task("flash_pytorch.flash_backward_pytorch")

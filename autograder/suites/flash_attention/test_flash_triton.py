@@ -55,6 +55,22 @@ def test_triton_forward_matches_float64_at_random_shapes(student, trusted, rng):
         assert_triton_did_it(f"flash_forward_triton ({case})", got["launches"], got["torch_ops"])
 
 
+@pytest.mark.points(1)
+@pytest.mark.task("flash_triton.flash_forward_triton")
+def test_triton_forward_is_exact_where_every_score_of_a_row_is_far_below_zero(student, trusted, rng):
+    """At a tiny random case whose every other query row has all its scores between about -100 and -1000 (the
+    running maximum starts at -inf: tl.full(..., float("-inf"))), o and lse match float64 within 1e-4."""
+    case = trusted.draw(rng, **{**TINY, "lengths": (2, 48)}, tiles=(16, 32))
+    x = trusted.negative_rows(case, rng.randrange(2**31))
+    got = student.run(scenarios.triton_forward, q=x["q"], k=x["k"], v=x["v"], is_causal=case.is_causal,
+                      q_tile=case.q_tile, k_tile=case.k_tile, device=DEVICE)
+    expected_o, expected_lse = trusted.attention64(x["q"], x["k"], x["v"], case.is_causal)
+    trusted.assert_close(f"o ({case}, rows of scores far below zero)", got["o"], expected_o, torch.float32,
+                         trusted.fp32)
+    trusted.assert_close(f"lse ({case}, rows of scores far below zero)", got["lse"], expected_lse, torch.float32,
+                         trusted.fp32)
+
+
 @pytest.mark.points(4)
 @pytest.mark.task("flash_triton.flash_backward_triton")
 def test_triton_backward_matches_float64_autograd_at_random_shapes(student, trusted, rng):

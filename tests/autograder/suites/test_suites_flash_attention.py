@@ -160,6 +160,14 @@ WRONG = {
         "analysis.py", [("* bytes_per_element + 4 * n_queries", "* bytes_per_element + bytes_per_element * n_queries")],
         "test_analysis.py", {"test_flash_bytes_follow_the_counting_rule_at_random_tiles",
                              "test_byte_counts_stay_exact_beyond_two_to_the_53"}),
+    "the running maximum starts at 0, not -inf": (
+        "flash_pytorch.py", [("m = torch.full(q_rows.shape[:-1], float(\"-inf\"), device=q_rows.device)",
+                              "m = torch.zeros(q_rows.shape[:-1], device=q_rows.device)")],
+        "test_flash_pytorch.py", {"test_forward_is_exact_where_every_score_of_a_row_is_far_below_zero"}),
+    "triton's running maximum starts at 0, not -inf": (
+        "flash_triton.py", [("m = tl.full([Q_TILE], float(\"-inf\"), dtype=tl.float32)",
+                             "m = tl.zeros([Q_TILE], dtype=tl.float32)")],
+        "test_flash_triton.py", {"test_triton_forward_is_exact_where_every_score_of_a_row_is_far_below_zero"}),
     "backward returns float32 gradients for bfloat16 inputs": (
         "flash_pytorch.py", [("return dq.to(q.dtype).reshape(q.shape), dk.to(k.dtype).reshape(k.shape), "
                               "dv.to(v.dtype).reshape(v.shape)",
