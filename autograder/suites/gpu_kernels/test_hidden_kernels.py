@@ -104,6 +104,22 @@ def test_softmax_is_stable_where_exp_overflows(student, trusted, rng):
 
 @pytest.mark.points(1)
 @pytest.mark.task("softmax.softmax_triton")
+def test_softmax_is_exact_where_every_value_of_a_row_is_far_below_zero(student, trusted, rng):
+    """softmax_triton of rows whose every value lies between -C and -C + 8 for a random C from 200 to 2000
+    (exact in float32: multiples of 1/8) matches float64 with blocks of 16 and with the default block. A
+    running maximum started at 0 instead of -inf underflows there (exp(x - 0) = 0 for every column: a sum of
+    0, nan); the maximum so far gives the softmax up to rounding."""
+    for block_size in (16, None):
+        rows, n = rng.randint(1, 4), rng.randint(40, 120)
+        generator = torch.Generator().manual_seed(rng.randrange(2**31))
+        x = torch.randint(0, 64, (rows, n), generator=generator).float() / 8 - rng.randint(200, 2000)
+        got = student.run(scenarios.softmax, x=x, view=None, block_size=block_size, device=DEVICE)
+        trusted.assert_close(f"softmax_triton ({rows}x{n} far below zero, block_size {block_size})", got["out"],
+                             trusted.softmax64(x), torch.float32, trusted.fp32)
+
+
+@pytest.mark.points(1)
+@pytest.mark.task("softmax.softmax_triton")
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 def test_softmax_keeps_a_half_precision_dtype(student, trusted, rng, dtype):
     """softmax_triton of a bf16/fp16 tensor (random rows, blocks of 16) returns that dtype, within the dtype's
