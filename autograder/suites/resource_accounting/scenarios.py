@@ -162,9 +162,8 @@ def elementwise_program(seed: int, ops: list[dict]) -> Callable[[], None]:
     """A mix of elementwise ops without autograd; each op is {"op", "form", "a", "b", "scalar"}.
 
     Forms: "operator" (a + b), "function" (torch.add(a, b, alpha=...)), "alias" (torch.multiply ...),
-    "scalar" (a * 2.5), "inplace" (a.add_(b): not counted), "other" (exp, neg, relu, sum, rsub, addcmul: not
-    counted),
-    "matmul" (a @ b: counted as a matmul).
+    "scalar" (a * 2.5), "inplace" (a.add_(b): not counted), "other" (exp, neg, relu, sum, rsub and addcmul:
+    not counted), "matmul" (a @ b: counted as a matmul).
     """
     gen = torch.Generator().manual_seed(seed)
     calls = []

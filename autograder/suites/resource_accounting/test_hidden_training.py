@@ -373,8 +373,9 @@ def test_autocast_is_off_again_after_autocast_forward(student, rng):
 @pytest.mark.points(0.5)
 @pytest.mark.task("training.autocast_forward")
 def test_autocast_forward_rejects_random_other_dtypes(student, rng):
-    """ValueError for a dtype other than bfloat16 and float16: float32 and float64 (the likely slips: autocast
-    itself accepts float32 on a CPU), and one drawn among int32, int64 and uint8."""
+    """ValueError for a dtype other than bfloat16 and float16: float32 and float64 (the likely slips: on a CPU
+    torch.autocast only warns for float32 and runs without autocasting), and one drawn among int32, int64 and
+    uint8."""
     for dtype in (torch.float32, torch.float64, rng.choice((torch.int32, torch.int64, torch.uint8))):
         with pytest.raises(ValueError):
             student.run(scenarios.autocast_invalid, dtype=dtype)
