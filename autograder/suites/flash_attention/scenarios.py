@@ -239,6 +239,39 @@ def triton_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.
     return {"dq": dq, "dk": dk, "dv": dv, "launches": list(launches.names), "torch_ops": ops.names}
 
 
+def _views(device: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """q (n_queries, heads, d) passed as its transpose (heads, n_queries, d): strides (d, heads·d, 1), the
+    layout of heads split from one projection; k and v (n_keys, d) expanded to (heads, n_keys, d): stride 0
+    over the heads, as one key/value head shared by every query head. Neither is dense."""
+    q, k, v = _on(device, q, k, v)
+    heads = q.shape[1]
+    return q.transpose(0, 1), k.expand(heads, *k.shape), v.expand(heads, *v.shape)
+
+
+def triton_forward_views(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool, q_tile, k_tile,
+                         device: str) -> dict:
+    """(o, lse) of flash_forward_triton on views that are not dense (_views), and the strides it was given."""
+    from flash_attention.flash_triton import flash_forward_triton
+
+    q, k, v = _views(device, q, k, v)
+    o, lse = flash_forward_triton(q, k, v, is_causal=is_causal, q_tile=q_tile, k_tile=k_tile)
+    o, lse = _cpu(o, lse)
+    return {"o": o, "lse": lse, "strides": [list(q.stride()), list(k.stride())]}
+
+
+def triton_backward_views(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor,
+                          do: torch.Tensor, is_causal: bool, q_tile, k_tile, device: str) -> dict:
+    """(dq, dk, dv) of flash_backward_triton on q, k, v as views that are not dense (_views; o, lse and do
+    dense), and the strides it was given."""
+    from flash_attention.flash_triton import flash_backward_triton
+
+    q, k, v = _views(device, q, k, v)
+    o, lse, do = _on(device, o, lse, do)
+    grads = flash_backward_triton(q, k, v, o, lse, do, is_causal=is_causal, q_tile=q_tile, k_tile=k_tile)
+    dq, dk, dv = _cpu(*grads)
+    return {"dq": dq, "dk": dk, "dv": dv, "strides": [list(q.stride()), list(k.stride())]}
+
+
 # Atomic adds (the handout's dQ "with atomics") sum in the order the programs run: equal up to rounding.
 ORDER_TOLERANCE = {"forward": dict(rtol=0.0, atol=0.0), "backward": dict(rtol=1e-4, atol=1e-5)}
 

@@ -71,6 +71,59 @@ def test_triton_forward_is_exact_where_every_score_of_a_row_is_far_below_zero(st
                          trusted.fp32)
 
 
+def views_case(trusted, rng) -> tuple:
+    """A tiny random case of 2 or 3 heads and its inputs as the views scenarios take them: q (n_queries, heads,
+    d), k and v (n_keys, d), do (heads, n_queries, d); and the same values as dense (heads, ..., d) tensors."""
+    heads = rng.randint(2, 3)
+    case = trusted.draw(rng, **TINY, tiles=(16, 32), lead=(heads,))
+    generator = torch.Generator().manual_seed(rng.randrange(2**31))
+    q = torch.randn(case.n_queries, heads, case.head_dim, generator=generator)
+    k, v = (torch.randn(case.n_keys, case.head_dim, generator=generator) for _ in range(2))
+    do = torch.randn(heads, case.n_queries, case.head_dim, generator=generator)
+    dense = {"q": q.transpose(0, 1).contiguous(), "k": k.expand(heads, *k.shape).contiguous(),
+             "v": v.expand(heads, *v.shape).contiguous(), "do": do}
+    return case, {"q": q, "k": k, "v": v, "do": do}, dense
+
+
+def assert_not_dense(got: dict, case) -> None:
+    heads, d = case.lead[0], case.head_dim
+    assert got["strides"] == [[d, heads * d, 1], [0, d, 1]], f"the views were not made: strides {got['strides']}"
+
+
+@pytest.mark.points(1)
+@pytest.mark.task("flash_triton.flash_forward_triton")
+def test_triton_forward_takes_a_transposed_q_and_an_expanded_k_and_v(student, trusted, rng):
+    """At a tiny random case of 2 or 3 heads, q passed as a transposed view (heads split from one projection:
+    strides (d, heads·d, 1)) and k, v expanded over the heads (stride 0, one key/value head shared): o and
+    lse match float64 within 1e-4 (§8: pass every tensor's strides rather than assuming contiguity)."""
+    case, x, dense = views_case(trusted, rng)
+    got = student.run(scenarios.triton_forward_views, q=x["q"], k=x["k"], v=x["v"], is_causal=case.is_causal,
+                      q_tile=case.q_tile, k_tile=case.k_tile, device=DEVICE)
+    assert_not_dense(got, case)
+    expected_o, expected_lse = trusted.attention64(dense["q"], dense["k"], dense["v"], case.is_causal)
+    trusted.assert_close(f"o ({case}, q transposed, k and v expanded)", got["o"], expected_o, torch.float32,
+                         trusted.fp32)
+    trusted.assert_close(f"lse ({case}, q transposed, k and v expanded)", got["lse"], expected_lse, torch.float32,
+                         trusted.fp32)
+
+
+@pytest.mark.points(1)
+@pytest.mark.task("flash_triton.flash_backward_triton")
+def test_triton_backward_takes_a_transposed_q_and_an_expanded_k_and_v(student, trusted, rng):
+    """The same views given to flash_backward_triton (o, lse float64-exact, do dense): dq, dk and dv, each of
+    its input's shape (dk and dv per head: what the expanded tensors' elements receive), match float64 autograd
+    within 1e-4. Written with the strides of an expanded k, every head's dk would land in one place."""
+    case, x, dense = views_case(trusted, rng)
+    o, lse = trusted.attention64(dense["q"], dense["k"], dense["v"], case.is_causal)
+    got = student.run(scenarios.triton_backward_views, q=x["q"], k=x["k"], v=x["v"], o=o.float(), lse=lse.float(),
+                      do=x["do"], is_causal=case.is_causal, q_tile=case.q_tile, k_tile=case.k_tile, device=DEVICE)
+    assert_not_dense(got, case)
+    expected = trusted.gradients64(dense["q"], dense["k"], dense["v"], dense["do"], case.is_causal)
+    for name, want in zip(("dq", "dk", "dv"), expected):
+        trusted.assert_close(f"{name} ({case}, q transposed, k and v expanded)", got[name], want, torch.float32,
+                             trusted.fp32)
+
+
 @pytest.mark.points(4)
 @pytest.mark.task("flash_triton.flash_backward_triton")
 def test_triton_backward_matches_float64_autograd_at_random_shapes(student, trusted, rng):

@@ -134,6 +134,7 @@ WRONG = {
         "flash_triton.py", [("lse = (m + tl.log2(l)) * 0.6931471805599453", "lse = m + tl.log2(l)")],
         "test_flash_triton.py", {"test_triton_forward_matches_float64_at_random_shapes",
                                  "test_triton_forward_is_exact_where_every_score_of_a_row_is_far_below_zero",
+                                 "test_triton_forward_takes_a_transposed_q_and_an_expanded_k_and_v",
                                  "test_triton_autograd_function_matches_float64_at_a_random_shape",
                                  "test_triton_autograd_function_takes_an_expanded_gradient",
                                  "test_triton_causal_forward_skips_the_tiles_above_the_diagonal"}),
@@ -170,6 +171,15 @@ WRONG = {
         "flash_triton.py", [("m = tl.full([Q_TILE], float(\"-inf\"), dtype=tl.float32)",
                              "m = tl.zeros([Q_TILE], dtype=tl.float32)")],
         "test_flash_triton.py", {"test_triton_forward_is_exact_where_every_score_of_a_row_is_far_below_zero"}),
+    "triton forward assumes dense inputs": (
+        "flash_triton.py", [("q3, k3, v3, o, lse, *q3.stride(), *k3.stride(), *v3.stride(), *o.stride(),",
+                             "q3, k3, v3, o, lse, n_queries * head_dim, head_dim, 1, n_keys * head_dim, head_dim, 1, "
+                             "n_keys * head_dim, head_dim, 1, *o.stride(),")],
+        "test_flash_triton.py", {"test_triton_forward_takes_a_transposed_q_and_an_expanded_k_and_v"}),
+    "triton backward writes dk and dv with the strides of an expanded k and v": (
+        "flash_triton.py", [("    k3, v3 = (x.reshape(-1, n_keys, head_dim).contiguous() for x in (k, v))",
+                             "    k3, v3 = (x.reshape(-1, n_keys, head_dim) for x in (k, v))")],
+        "test_flash_triton.py", {"test_triton_backward_takes_a_transposed_q_and_an_expanded_k_and_v"}),
     "backward returns float32 gradients for bfloat16 inputs": (
         "flash_pytorch.py", [("return dq.to(q.dtype).reshape(q.shape), dk.to(k.dtype).reshape(k.shape), "
                               "dv.to(v.dtype).reshape(v.shape)",
