@@ -38,7 +38,7 @@ WORKERS ?= 2
 # `make test A=gpu_kernels`: only that assignment's public tests (tests/<A>).
 A ?=
 
-.PHONY: help install sandbox-tools test test-public assignments check-sync roofline bench bench-grader grade
+.PHONY: help install sandbox-tools test test-public assignments check-sync roofline bench bench-kernels bench-grader grade
 
 help:
 	@echo "make test          install if needed, then run the whole suite (public tests, tooling, grader)"
@@ -46,6 +46,7 @@ help:
 	@echo "make assignments   regenerate assignments/ (student stubs) from solutions/"
 	@echo "make roofline      write build/roofline.png (H100 and H200 rooflines with the lecture's ops)"
 	@echo "make bench         attention benchmarks: table and build/bench_attention.png"
+	@echo "make bench-kernels time gpu_kernels' GeLU, softmax and matmul against torch and the roofline, and the wave sweep (a GPU; BENCH_ARGS=--quick on a CPU): tables, build/bench_kernels/"
 	@echo "make bench-grader  the grading loop per assignment: trusted grader (1 and 2 workers, and through Slurm) against nbgrader, where its time goes, student make test"
 	@echo "make grade         grade a sample cohort, or one submission: make grade SUBMISSION=path"
 	@echo "make load-check    the sample cohort graded idle and under load: every test result must be the same"
@@ -131,6 +132,11 @@ roofline: install
 BENCH_ARGS ?=
 bench: install
 	$(PYTHON) -m kernels.bench_attention --out build/bench_attention.png $(BENCH_ARGS)
+
+# gpu_kernels' three kernels timed against torch and the roofline (handout §7 "Timing your own kernels"): tables,
+# build/bench_kernels/bench_kernels.csv and .png. Needs a CUDA GPU; BENCH_ARGS=--quick runs tiny sizes on a CPU.
+bench-kernels: install
+	$(PYTHON) -m kernels.bench_kernels --out build/bench_kernels $(BENCH_ARGS)
 
 # The grading loop of every assignment, measured in one run: build/bench_grader.md (BENCH_GRADER_ARGS=--size N,
 # --assignments A,B, --no-nbgrader, --no-slurm, --gpu-seconds S).

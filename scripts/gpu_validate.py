@@ -13,7 +13,10 @@ is reported as skipped, never silently dropped):
     device files bound, Triton's cache in its scratch folder, no network;
  4. `make bench` (kernels.bench_attention) with every row, the speed tests' ratios and the
     leaderboard row (CS336's configuration: batch 1, 16 heads, d 64, seq 16384, bf16, causal,
-    forward+backward);
+    forward+backward); last, `make bench-kernels` (kernels.bench_kernels)
+    on the reference, which writes the staff-measured table, build/gpu_validate/bench_kernels/
+    bench_kernels.csv (and its plot), for students without a GPU: GB/s of GeLU and softmax, TFLOP/s
+    of the matmul at three sizes against the roofline, and the wave sweep at m = 896;
  5. each GPU threshold of the suites beside the value measured, and the GPU build of kernels
     .crosscompile beside what ran: for each kernel and config, the cross-compiled shared memory,
     registers and spilled bytes beside the same kernel's `kernel.metadata.shared`, `n_regs` and `n_spills`
@@ -262,6 +265,8 @@ def main(argv: list[str] | None = None) -> int:
                                str(work / "crosscompile.json")], 30), None),
         (Step("agreement", [sys.executable, "scripts/gpu_validate.py", "--agreement", str(work / "crosscompile.json")],
               60), None),
+        (Step("bench-kernels", [sys.executable, "-m", "kernels.bench_kernels", "--impl", "solutions", "--out",
+                                str(work / "bench_kernels")], 90), None),
     ]
     done = [run_step(step, deadline, junit) for step, junit in steps]
     args.out.write_text(render(done, environment()))

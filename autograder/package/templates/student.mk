@@ -29,7 +29,7 @@ T ?=
 A ?=
 BENCH_ARGS ?=
 
-.PHONY: help install test test-public gpu-compile roofline bench
+.PHONY: help install test test-public gpu-compile roofline bench bench-kernels
 
 help:
 	@echo "make test          install if needed, then run the public tests against your code, with the points table"
@@ -39,6 +39,7 @@ help:
 	@echo "make gpu-compile   build your Triton kernels for an H100 (sm_90) without a GPU, as the grader does; A=gpu_kernels for one assignment"
 	@echo "make roofline      write build/roofline.png (H100 and H200 rooflines with the lecture's ops)"
 	@echo "make bench         attention benchmarks of your code: table and build/bench_attention.png"
+	@echo "make bench-kernels time your gpu_kernels GeLU, softmax and matmul against torch and the roofline, and the wave sweep (a GPU; BENCH_ARGS=--quick on a CPU): tables, build/bench_kernels/"
 
 install: $(STAMP)
 
@@ -69,3 +70,9 @@ roofline: install
 
 bench: install
 	$(PYTHON) -m kernels.bench_attention --impl assignments --out build/bench_attention.png $(BENCH_ARGS)
+
+# Your gpu_kernels kernels timed against torch and the roofline (its handout, §7 "Timing your own kernels"):
+# tables, build/bench_kernels/bench_kernels.csv and .png. Needs a CUDA GPU; BENCH_ARGS=--quick runs tiny sizes
+# on a CPU, only to check that it runs.
+bench-kernels: install
+	$(PYTHON) -m kernels.bench_kernels --impl assignments --out build/bench_kernels $(BENCH_ARGS)

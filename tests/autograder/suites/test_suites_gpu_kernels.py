@@ -101,8 +101,10 @@ def replaced_by(name: str, module: str) -> list[tuple[str, str]]:
 # name: (module, [(text in the solution, its wrong replacement), ...], hidden module to run besides the design
 # module, hidden tests it fails)
 # A matmul without the K mask reads past the end of each row of a and b, whatever memory holds there: the
-# tests it fails besides the three listed depend on that memory (MAY_ALSO_FAIL).
+# tests it fails besides the two listed depend on that memory (MAY_ALSO_FAIL; the bias-loads test passed once,
+# in a full run beside other work, where the memory past its one drawn case held zeros).
 MAY_ALSO_FAIL = {"matmul without the mask on K": {"test_matmul_keeps_a_half_precision_dtype[bf16]",
+                                                  "test_matmul_loads_the_bias_once_per_program",
                                                   "test_matmul_keeps_a_half_precision_dtype[fp16]",
                                                   "test_matmul_with_k_zero_is_the_epilogue_of_zero",
                                                   "test_matmul_epilogue_calls_gelu_tanh"}}
@@ -139,8 +141,7 @@ WRONG = {
                        "mask=rows[:, None] < M, other=0.0)"),
                       ("mask=(k + ks[:, None] < K) & (cols[None, :] < N), other=0.0)",
                        "mask=cols[None, :] < N, other=0.0)")],
-        HIDDEN, {"test_matmul_matches_float64_at_random_shapes", "test_matmul_fused_epilogue_at_random_shapes",
-                 "test_matmul_loads_the_bias_once_per_program"}),
+        HIDDEN, {"test_matmul_matches_float64_at_random_shapes", "test_matmul_fused_epilogue_at_random_shapes"}),
     "matmul adds the bias after the activation": (
         "matmul.py", [("    if HAS_BIAS:\n"
                        "        acc += tl.load(BIAS + cols, mask=cols < N, other=0.0).to(tl.float32)[None, :]\n", ""),
