@@ -88,16 +88,112 @@ def student_calls(request: dict) -> dict:
         return {"launches": launches, "builds": [build(spec).to_dict() for spec in specs]}
 
 
-def answer_requests(request: dict) -> dict:
+def answer_requests(request: dict, jobs: int | None = None) -> dict:
     """{"answers": [answer_request(r) for r in request["requests"]]}: several requests in one process, torch
-    and Triton imported once. A request whose answering raises gets {"error": ...} in its place."""
-    answers = []
-    for one in request["requests"]:
-        try:
-            answers.append(answer_request(one))
-        except Exception as exc:  # noqa: BLE001  (one request's failure is that request's answer)
-            answers.append({"error": f"the compile request failed: {type(exc).__name__}: {shorten(str(exc))}"})
-    return {"answers": answers}
+    and Triton imported once. A request whose answering raises gets {"error": ...} in its place.
+
+    Where more than one core is free (`jobs`, default build_jobs(): up to BUILD_JOBS of this process's cores),
+    the requests are answered `jobs` at a time, each in a child forked once torch, Triton's compiler and
+    what the dry run needs are imported (they are imported once, not per child), the heaviest first; each
+    child imports the student's modules anew as a single process would, so every answer is the one that
+    process would give. A child that dies without an answer (a crash in the compiler, a kill) costs only
+    its own request's answer."""
+    requests = list(request["requests"])
+    jobs = min(len(requests), build_jobs() if jobs is None else jobs)
+    if jobs <= 1 or not hasattr(os, "fork"):
+        return {"answers": [_answer_or_error(one) for one in requests]}
+    _import_before_fork()
+    return {"answers": _forked_answers(requests, jobs)}
+
+
+# Compile requests answered at once in one compiler process, at most: two keep a grader's builds, beside its
+# tests, off the critical path on two cores (a request is a second or more of compiling).
+BUILD_JOBS = 2
+
+
+JOBS_VARIABLE = "LLMSYS_BUILD_JOBS"
+
+
+def build_jobs() -> int:
+    """How many requests to answer at once: $LLMSYS_BUILD_JOBS where set (an int >= 1), else BUILD_JOBS, or
+    fewer where this process may use fewer cores."""
+    chosen = os.environ.get(JOBS_VARIABLE, "")
+    if chosen:
+        if not chosen.isdigit() or int(chosen) < 1:
+            raise ValueError(f"{JOBS_VARIABLE} must be an int >= 1 (compile requests answered at once), got {chosen!r}")
+        return int(chosen)
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS
+        cores = os.cpu_count() or 1
+    return max(1, min(BUILD_JOBS, cores))
+
+
+def _answer_or_error(one: dict) -> dict:
+    try:
+        return answer_request(one)
+    except Exception as exc:  # noqa: BLE001  (one request's failure is that request's answer)
+        return {"error": f"the compile request failed: {type(exc).__name__}: {shorten(str(exc))}"}
+
+
+def _import_before_fork() -> None:
+    """What every request imports (torch, fake tensors, Triton's compiler and its NVIDIA backend): once here,
+    so that the forked children share it instead of each paying for it."""
+    import torch._dynamo.config  # noqa: F401  (FakeTensorMode imports it when it is made)
+    import torch._subclasses.fake_tensor  # noqa: F401
+    import triton.compiler  # noqa: F401
+    from triton.backends.nvidia import compiler  # noqa: F401
+
+
+def _weight(one: dict) -> int:
+    """A request's expected cost, to start the heaviest first: a backward builds several kernels."""
+    if "calls" in one or "requests" in one:
+        return len(one.get("calls", ())) + sum(_weight(r) for r in one.get("requests", ()) if isinstance(r, dict))
+    parts = one.get("parts", ("forward", "backward"))
+    return 3 * ("backward" in parts) + ("forward" in parts)
+
+
+def _forked_answers(requests: list[dict], jobs: int) -> list[dict]:
+    """answer_request of each request in a forked child, `jobs` at a time; the answers in the requests' order."""
+    answers: list[dict | None] = [None] * len(requests)
+    order = sorted(range(len(requests)), key=lambda i: -_weight(requests[i]))
+    running: dict[int, int] = {}  # pid -> index
+    with tempfile.TemporaryDirectory(prefix="builds-") as folder:
+        def path(index: int) -> Path:
+            return Path(folder) / f"answer-{index}.json"
+
+        while order or running:
+            while order and len(running) < jobs:
+                index = order.pop(0)
+                sys.stdout.flush()
+                sys.stderr.flush()
+                pid = os.fork()
+                if pid == 0:  # the child: answer, write, and leave without the parent's exit handlers
+                    code = 1
+                    try:
+                        path(index).write_text(json.dumps(_answer_or_error(requests[index])))
+                        code = 0
+                    finally:
+                        sys.stdout.flush()
+                        sys.stderr.flush()
+                        os._exit(code)
+                running[pid] = index
+            pid, status = os.wait()
+            index = running.pop(pid, None)
+            if index is None:
+                continue
+            try:
+                answers[index] = json.loads(path(index).read_text())
+            except (OSError, ValueError):
+                answers[index] = {"error": f"the compiler process of this request ended without an answer "
+                                           f"({_ended(status)})"}
+    return [answer if isinstance(answer, dict) else {"error": "no answer"} for answer in answers]
+
+
+def _ended(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        return f"killed by signal {os.WTERMSIG(status)}"
+    return f"exit {os.WEXITSTATUS(status)}" if os.WIFEXITED(status) else f"status {status}"
 
 
 def answer_request(request: dict) -> dict:

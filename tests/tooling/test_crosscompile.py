@@ -162,15 +162,19 @@ def test_the_dry_run_answers_as_a_gpu_and_restores_torch_after(monkeypatch):
 
 def test_several_requests_in_one_process_answer_as_each_alone_and_a_crash_costs_only_its_own(tmp_path, monkeypatch):
     """A request of several requests is answered by one compiler process, as a process per request answers
-    each; where that process dies (run_requests) (here a request whose module kills the process when imported), every request is
-    answered alone, and only the broken one says so."""
+    each, whether it answers them two at a time (each in a child forked after the imports) or one after the
+    other. A request whose module kills the process when imported costs only its own answer: the forked
+    child dies alone; answered one after the other, the process dies, and run_requests answers every request
+    alone, only the broken one saying so."""
     from kernels.crosscompile import run_request, run_requests
+    from kernels.crosscompile.request import JOBS_VARIABLE
 
     shapes = {"scale_where_a_gpu_is": [[4096]]}
     requests = [dict(calls=[dict(module=TUTORIAL, function="scale_where_a_gpu_is", args=shapes["scale_where_a_gpu_is"],
                                  kwargs=kwargs)], dtype=dtype, target="sm_90")
                 for dtype, kwargs in (("bf16", {}), ("fp16", dict(wide=False)))]
-    batched = run_request({"requests": requests})["answers"]  # one process for both
+    monkeypatch.setenv(JOBS_VARIABLE, "2")
+    batched = run_request({"requests": requests})["answers"]  # one process, the two requests at once
     alone = [run_request(one) for one in requests]
     strip = lambda answer: [{k: v for k, v in b.items() if k != "seconds"} for b in answer["builds"]]  # noqa: E731
     assert [strip(a) for a in batched] == [strip(a) for a in alone]
@@ -181,9 +185,11 @@ def test_several_requests_in_one_process_answer_as_each_alone_and_a_crash_costs_
     monkeypatch.syspath_prepend(str(tmp_path))
     broken = dict(calls=[dict(module="crash_on_import", function="f", args=[[8]], kwargs={})], dtype="bf16",
                   target="sm_90")
-    answers = run_requests([requests[0], broken])
-    assert strip(answers[0]) == strip(alone[0])
-    assert "error" in answers[1] and "exit 3" in answers[1]["error"], answers[1]
+    for jobs in ("2", "1"):
+        monkeypatch.setenv(JOBS_VARIABLE, jobs)
+        answers = run_requests([broken, requests[0]])
+        assert strip(answers[1]) == strip(alone[0]), jobs
+        assert "error" in answers[0] and "exit 3" in answers[0]["error"], (jobs, answers[0])
 
 
 def test_a_students_tree_builds_what_is_written_and_names_the_stubs(tmp_path):
