@@ -192,6 +192,61 @@ def test_several_requests_in_one_process_answer_as_each_alone_and_a_crash_costs_
         assert "error" in answers[0] and "exit 3" in answers[0]["error"], (jobs, answers[0])
 
 
+FORKED_REQUEST = """
+import json, os, sys
+import kernels  # an interpreted process, as the grader's worker, that has not imported Triton
+from kernels.crosscompile import run_request
+read, write = os.pipe()  # stands for the worker's pipes to the grader
+answers = [run_request(request) for request in json.loads(sys.argv[1])]
+pipe = sorted({os.readlink(f"/proc/self/fd/{fd}") for fd in (read, write)})
+print(json.dumps({"answers": answers, "pipe": pipe, "triton": "triton" in sys.modules}))
+"""
+SPY = """
+import json, os, sys
+with open(os.environ["SPY_NOTES"], "w") as notes:
+    links = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            links.add(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            pass
+    json.dump({"links": sorted(links), "argv": sys.argv,
+               "interpret": os.environ.get("TRITON_INTERPRET")}, notes)
+"""
+
+
+def test_a_worker_without_triton_answers_from_a_forked_child_as_a_new_process_would(tmp_path):
+    """run_request in an interpreted process that has not imported Triton (the grader's builds worker) answers
+    from a child forked from it, with TRITON_INTERPRET=0 and none of its files open (a child that held the
+    worker's pipes could answer the grader in its place); the answer is the new process's (the path taken
+    where Triton is already imported)."""
+    import triton  # noqa: F401  (here Triton is imported: run_request starts a new process)
+
+    from kernels.crosscompile import run_request
+
+    (tmp_path / "fd_spy.py").write_text(SPY)
+    requests = [dict(calls=[dict(module=TUTORIAL, function="scale_where_a_gpu_is", args=[[4096]], kwargs={})],
+                     dtype="bf16", target="sm_90"),
+                dict(calls=[dict(module="fd_spy", function="absent", args=[[8]], kwargs={})], dtype="bf16",
+                     target="sm_90")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)]),
+           "SPY_NOTES": str(tmp_path / "notes.json"), "TRITON_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("TRITON_INTERPRET", None)
+    done = subprocess.run([sys.executable, "-c", FORKED_REQUEST, json.dumps(requests)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    forked = json.loads(done.stdout.splitlines()[-1])
+    notes = json.loads((tmp_path / "notes.json").read_text())
+    assert notes["argv"][0] == "-c" and notes["interpret"] == "0", notes  # a fork of the script, compiling
+    assert forked["pipe"] and not set(forked["pipe"]) & set(notes["links"]), notes
+    assert not forked["triton"]  # the worker itself still has not imported Triton
+    assert "error" in forked["answers"][1] and "absent" in forked["answers"][1]["error"]
+    strip = lambda answer: [{k: v for k, v in b.items() if k != "seconds"} for b in answer["builds"]]  # noqa: E731
+    new_process = run_request(requests[0])
+    assert strip(forked["answers"][0]) == strip(new_process) and forked["answers"][0]["builds"][0]["ok"]
+    assert forked["answers"][0]["launches"] == new_process["launches"]
+
+
 def test_a_students_tree_builds_what_is_written_and_names_the_stubs(tmp_path):
     """`make gpu-compile A=gpu_kernels` in the release: with GeLU written and the rest still stubs, GeLU's kernel
     is built for the GPU and softmax and matmul are named as not implemented yet, not an error; no
