@@ -9,7 +9,6 @@ appear in the handout as computed. Each question's parts and rubric must add up 
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import re
 from decimal import Decimal
@@ -19,6 +18,7 @@ import pytest
 import torch
 
 from kernels.hardware import gpu
+from tests.tooling import reference_cost
 
 ROOT = Path(__file__).resolve().parents[2]
 HANDOUT = (ROOT / "solutions" / "gpu_kernels" / "README.md").read_text()
@@ -35,15 +35,7 @@ TENSOR_CORES_PER_SM, DENSE_BF16_FLOP_PER_CLOCK = 4, 1024
 SYSTOLIC = 128
 
 
-def reference_cost():
-    spec = importlib.util.spec_from_file_location("reference_gpu_kernels_cost",
-                                                  ROOT / "solutions" / "gpu_kernels" / "cost.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-C = reference_cost()
+C = reference_cost.load()
 
 
 def pad(size: int) -> int:

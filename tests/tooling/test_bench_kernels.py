@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import importlib.util
 import io
 import subprocess
 import sys
@@ -22,6 +21,7 @@ import torch
 
 from kernels import bench_kernels
 from kernels.hardware import gpu
+from tests.tooling import reference_cost
 
 ROOT = Path(__file__).resolve().parents[2]
 NUMERIC = ("time_ms", "flops", "hbm_bytes", "achieved_GB_per_s", "achieved_TFLOP_per_s", "peak_FLOP_per_s",
@@ -30,15 +30,7 @@ NUMERIC = ("time_ms", "flops", "hbm_bytes", "achieved_GB_per_s", "achieved_TFLOP
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-def reference_cost():
-    spec = importlib.util.spec_from_file_location("reference_gpu_kernels_cost_for_bench",
-                                                  ROOT / "solutions" / "gpu_kernels" / "cost.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-C = reference_cost()
+C = reference_cost.load()
 
 
 def read_rows(path: Path) -> list[dict]:
