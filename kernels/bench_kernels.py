@@ -42,6 +42,7 @@ import torch.nn.functional as F
 from kernels import impl
 from kernels.bench import benchmark
 from kernels.hardware import GPU, GPUS, gpu
+from kernels.roofline import use_tree
 
 ROOT = Path(__file__).resolve().parents[1]
 # FLOPs per element, as the handout counts them (gpu_kernels §5).
@@ -175,9 +176,7 @@ def load_kernels(choice: str | None) -> tuple[Path, dict[str, Callable | Excepti
     """Put the chosen tree (default: solutions here, assignments in the student release) on sys.path and
     import its three kernels; a module that fails to import is kept as its exception, so that its rows say
     why and the others are still measured."""
-    default = "solutions" if (ROOT / "solutions").is_dir() else "assignments"
-    tree = impl.resolve(impl.choose(choice, default), ROOT)
-    impl.activate(tree)
+    tree = use_tree(choice)
     found: dict[str, Callable | Exception] = {}
     for kernel, (module, name) in KERNELS.items():
         try:

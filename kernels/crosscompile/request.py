@@ -88,18 +88,18 @@ def student_calls(request: dict) -> dict:
         return {"launches": launches, "builds": [build(spec).to_dict() for spec in specs]}
 
 
-def answer_requests(request: dict, jobs: int | None = None) -> dict:
+def answer_requests(request: dict) -> dict:
     """{"answers": [answer_request(r) for r in request["requests"]]}: several requests in one process, torch
     and Triton imported once. A request whose answering raises gets {"error": ...} in its place.
 
-    Where more than one core is free (`jobs`, default build_jobs(): up to BUILD_JOBS of this process's cores),
-    the requests are answered `jobs` at a time, each in a child forked once torch, Triton's compiler and
+    Where more than one core is free (build_jobs(): up to BUILD_JOBS of this process's cores), the requests
+    are answered that many at a time, each in a child forked once torch, Triton's compiler and
     what the dry run needs are imported (they are imported once, not per child), the heaviest first; each
     child imports the student's modules anew as a single process would, so every answer is the one that
     process would give. A child that dies without an answer (a crash in the compiler, a kill) costs only
     its own request's answer."""
     requests = list(request["requests"])
-    jobs = min(len(requests), build_jobs() if jobs is None else jobs)
+    jobs = min(len(requests), build_jobs())
     if jobs <= 1 or not hasattr(os, "fork"):
         return {"answers": [_answer_or_error(one) for one in requests]}
     _import_before_fork()
@@ -165,19 +165,7 @@ def _forked_answers(requests: list[dict], jobs: int) -> list[dict]:
         while order or running:
             while order and len(running) < jobs:
                 index = order.pop(0)
-                sys.stdout.flush()
-                sys.stderr.flush()
-                pid = os.fork()
-                if pid == 0:  # the child: answer, write, and leave without the parent's exit handlers
-                    code = 1
-                    try:
-                        path(index).write_text(json.dumps(_answer_or_error(requests[index])))
-                        code = 0
-                    finally:
-                        sys.stdout.flush()
-                        sys.stderr.flush()
-                        os._exit(code)
-                running[pid] = index
+                running[_fork_answer(lambda: _answer_or_error(requests[index]), path(index))] = index
             pid, status = os.wait()
             index = running.pop(pid, None)
             if index is None:
@@ -188,6 +176,28 @@ def _forked_answers(requests: list[dict], jobs: int) -> list[dict]:
                 answers[index] = {"error": f"the compiler process of this request ended without an answer "
                                            f"({_ended(status)})"}
     return [answer if isinstance(answer, dict) else {"error": "no answer"} for answer in answers]
+
+
+def _fork_answer(answer, outbox: Path) -> int:
+    """Fork a child that writes answer() to `outbox` as JSON and exits at once (without this process's exit
+    handlers): 0 once written, 1 if answer() raised (its traceback on the child's stderr); its pid."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            outbox.write_text(json.dumps(answer()))
+            code = 0
+        except BaseException:  # noqa: BLE001  (the parent reports a child without an answer)
+            import traceback
+
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    return pid
 
 
 def _ended(status: int) -> str:
@@ -269,29 +279,19 @@ def _forked_request(request: dict, outbox: Path, timeout: float) -> dict:
     through `outbox`."""
     import signal
     import time
-    import traceback
 
     printed = outbox.with_name("printed")
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            os.closerange(3, _max_fd())
-            handle = os.open(printed, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            os.dup2(handle, 1)
-            os.dup2(handle, 2)
-            os.close(handle)
-            os.environ["TRITON_INTERPRET"] = "0"
-            outbox.write_text(json.dumps(answer_request(request)))
-            code = 0
-        except BaseException:  # noqa: BLE001  (said in the answer's error, as the process's stderr would)
-            traceback.print_exc()
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(code)
+
+    def answer() -> dict:
+        os.closerange(3, _max_fd())
+        handle = os.open(printed, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(handle, 1)
+        os.dup2(handle, 2)
+        os.close(handle)
+        os.environ["TRITON_INTERPRET"] = "0"
+        return answer_request(request)
+
+    pid = _fork_answer(answer, outbox)
     deadline = time.monotonic() + timeout
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
