@@ -52,6 +52,14 @@ def interpreted() -> bool:
     return os.environ.get(_INTERPRET, "0") not in ("", "0")
 
 
+def interpreter_device(device: str | torch.device) -> str:
+    """Where a scenario that counts under Triton's interpreter puts its tensors: the CPU where this process
+    interprets (the grader runs such scenarios in an interpreting worker, without the GPU, even on a GPU
+    machine, whatever device the test drew), else `device` itself (a student's own run on a GPU, where the
+    scenario finds nothing to count)."""
+    return "cpu" if interpreted() else str(device)
+
+
 def default_device() -> torch.device:
     """The device the tests and benchmarks use: the GPU when there is one, else the CPU."""
     return torch.device("cuda" if has_cuda() else "cpu")

@@ -156,6 +156,12 @@ def grade(submission: Path, out: Path | None = None, assignment: str | None = No
 def overload_message(report: GradeReport) -> str:
     """Why a report with tests the machine was too busy to finish (GradeReport.overloaded) is no grade."""
     shown = ", ".join(report.overloaded[:3]) + (" ..." if len(report.overloaded) > 3 else "")
+    faults = [t.message for t in report.tests
+              if t.name in report.overloaded and "could not start its sandboxed worker" in t.message]
+    if faults:  # process.GraderFault: the sandbox itself is broken here, and no busy machine explains it
+        return (f"grader fault: {len(report.overloaded)} test(s) could not run ({shown}): {faults[0][:600]}; "
+                "the protections that `python -m autograder grade` prints say what this machine's sandbox is; "
+                "mend it before grading again")
     return (f"grader overloaded: {len(report.overloaded)} test(s) could not finish on this machine ({shown}), "
             "though the submission stayed within its CPU budget; grade with fewer --workers or on a less busy "
             "machine")

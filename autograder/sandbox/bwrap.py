@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import glob
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -53,7 +54,9 @@ def worker_argv(python: str) -> list[str]:
 
 
 def bwrap_command(lib: Path, submission: Path, scratch: Path, env: dict[str, str], gpu: bool) -> list[str]:
-    cmd = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+    # The path that policy.bwrap_status probed, not the name: the launcher runs it with the worker's PATH,
+    # which need not hold the folder where the grader found bubblewrap.
+    cmd = [shutil.which("bwrap") or "bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
            "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
     for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64"):
         if os.path.islink(top):

@@ -40,6 +40,12 @@ class WorkerError(Exception):
     """The worker timed out, crashed or broke the protocol; the message says which, for the student."""
 
 
+class GraderFault(GraderOverloaded):
+    """The grader's own sandbox could not start a worker before any of the submission had run (bubblewrap
+    missing from where it was found, a limit it cannot set): never the student's failure. Like an overload,
+    the submission is graded again, and where it fails again the grading is a grader error, not a score."""
+
+
 class StudentError(Exception):
     """An exception raised by student code in the worker, rebuilt as a builtin type in the grader."""
 
@@ -68,6 +74,7 @@ class _Process:
                  cwd: Path, output: Path, cgroup: PidsCgroup | None) -> None:
         req_r, req_w, rep_r, rep_w = fds
         self.to_worker, self.from_worker, self.cgroup, self.ready = req_w, rep_r, cgroup, False
+        self.first = False  # the worker's first process: started before any call, so before any student code
         self.pids: set[int] | None = None  # its process tree between two calls, once read
         self.output = output  # its own file: a flood that hit the size limit does not outlive it
         with open(output, "ab") as out:
@@ -131,6 +138,20 @@ class Worker:
         self.shared = False
         self.meter: Meter | None = None  # the last call's use of the machine
         self.waited = 0.0  # seconds the calls waited for a worker to finish booting (its handshake)
+        self.interpreting: Worker | None = None  # this one's sibling under Triton's interpreter (interpreter())
+
+    def interpreter(self) -> Worker:
+        """The worker for scenarios that count what each program of a kernel does (an `interpreted` attribute,
+        set on the scenario function), which only Triton's interpreter can show: this one where it
+        interprets (a CPU grader); where it compiles (a GPU grader), a second worker of the same submission,
+        under the interpreter and without the GPU, started at first need. So those tests grade a submission
+        on a GPU machine as they do on a CPU, instead of skipping."""
+        if not self.gpu:
+            return self
+        if self.interpreting is None:
+            self.interpreting = Worker(self.lib, self.submission, self.scratch.parent / "scratch-interpreter",
+                                       self.protections, gpu=False, account=self.shared_account())
+        return self.interpreting
 
     def prestart(self) -> None:
         if self.current is None:
@@ -178,6 +199,9 @@ class Worker:
         return descendants(proc.popen.pid, members)
 
     def stop(self) -> None:
+        if self.interpreting is not None:  # first: it may run as this worker's user, released below
+            self.interpreting.stop()
+            self.interpreting = None
         for proc in (self.current, self.spare):
             if proc is not None:
                 proc.kill()
@@ -205,7 +229,11 @@ class Worker:
         try:
             self.current.wait_ready(self.protections.limits.start_timeout)
         except (FrameError, OSError, wire.WireError) as exc:
-            raise self._failure(exc, self.protections.limits.start_timeout, starting=True) from None
+            first = self.current.first
+            failure = self._failure(exc, self.protections.limits.start_timeout, starting=True)
+            if first and isinstance(failure, WorkerError):  # nothing of the submission had run: the grader's
+                raise GraderFault(f"the grader could not start its sandboxed worker: {failure}") from None
+            raise failure from None
         finally:
             self.waited += time.monotonic() - started
         return self.current
@@ -238,9 +266,11 @@ class Worker:
         limits, cgroup = self._rlimits()
         self.starts += 1
         output = self.scratch.parent / f"worker-{self.starts}.log"
-        return _Process([sys.executable, "-I", "-S", str(LAUNCHER), json.dumps(limits), "--", *command],
-                        {"PATH": env["PATH"]} if self.protections.bwrap else env,
-                        (req_r, req_w, rep_r, rep_w), self.scratch, output, cgroup)
+        process = _Process([sys.executable, "-I", "-S", str(LAUNCHER), json.dumps(limits), "--", *command],
+                           {"PATH": env["PATH"]} if self.protections.bwrap else env,
+                           (req_r, req_w, rep_r, rep_w), self.scratch, output, cgroup)
+        process.first = self.starts == 1
+        return process
 
     def _rlimits(self) -> tuple[dict[str, Any], PidsCgroup | None]:
         limits = self.protections.limits
@@ -298,7 +328,7 @@ class Worker:
         elif isinstance(exc, wire.WireError):
             reason = f"the worker sent data that is not a valid frame ({exc})"
         else:
-            reason = describe_exit(code)
+            reason = describe_exit(code, what)
         tail = self.last_output
         return WorkerError(reason + (f"\n--- last output of the worker ---\n{tail}" if tail else ""))
 
@@ -325,14 +355,19 @@ def _tail(path: Path) -> str:
         return ""
 
 
-def describe_exit(code: int | None) -> str:
+def describe_exit(code: int | None, what: str = "the call") -> str:
+    """Why a worker ended, `what` it was doing then: "the call", or "starting the worker" (before its ready
+    signal, where no call of the submission had run)."""
+    when = "during the call" if what == "the call" else f"while {what}"
     if code is None:
         return "the worker stopped answering"
     if code < 0:
         name = signal.Signals(-code).name
         why = {"SIGXCPU": "the CPU-time limit", "SIGXFSZ": "the file-size limit (too much output?)",
                "SIGKILL": "a kill (memory exhausted, or a limit)", "SIGSEGV": "a crash in native code"}
-        return f"the worker died from {name} ({why.get(name, 'a signal')}) during the call"
+        return f"the worker died from {name} ({why.get(name, 'a signal')}) {when}"
+    if what != "the call":
+        return f"the worker exited with status {code} {when}, before its ready signal"
     return f"the worker exited with status {code} during the call (os._exit or sys.exit in student code?)"
 
 
@@ -365,9 +400,11 @@ class RemoteStudent(Student):
             if found:
                 return answer
         own = getattr(scenario, "cpu_budget", None)
-        return self._request(name, {"op": "scenario", "name": name, "kwargs": kwargs}, own)
+        worker = self.worker.interpreter() if getattr(scenario, "interpreted", False) else self.worker
+        return self._request(name, {"op": "scenario", "name": name, "kwargs": kwargs}, own, worker)
 
-    def _request(self, target: str, message: dict, own: float | None = None) -> Any:
+    def _request(self, target: str, message: dict, own: float | None = None, worker: Worker | None = None) -> Any:
+        worker = worker or self.worker
         if self.remaining <= 0 and own is None:
             raise WorkerError("not run: this submission used up its grading time budget (endless loops?)")
         if self.failures.get(target, 0) >= MAX_FAILURES:
@@ -375,10 +412,10 @@ class RemoteStudent(Student):
         if self.in_a_row >= MAX_IN_A_ROW:
             raise WorkerError(f"not run: the last {MAX_IN_A_ROW} calls into this submission all timed out "
                               "or killed the worker")
-        self.worker.ready()
-        self.worker.meter = None
+        worker.ready()
+        worker.meter = None
         try:
-            answer = self.worker.request(message, own if own is not None else min(self.timeout, self.remaining))
+            answer = worker.request(message, own if own is not None else min(self.timeout, self.remaining))
         except WorkerError:
             self.failures[target] = self.failures.get(target, 0) + 1
             self.in_a_row += 1
@@ -387,7 +424,7 @@ class RemoteStudent(Student):
             self.in_a_row = 0
             raise
         finally:
-            if own is None and self.worker.meter is not None:
-                self.remaining -= self.worker.meter.charged
+            if own is None and worker.meter is not None:
+                self.remaining -= worker.meter.charged
         self.in_a_row = 0
         return answer

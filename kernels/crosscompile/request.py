@@ -247,8 +247,8 @@ def run_request(request: dict, timeout: float = 3600.0) -> dict:
     """Answer `request` in a fresh process where Triton compiles (TRITON_INTERPRET=0).
 
     For interpreted processes (the grader's worker on a CPU). Where this process has not imported Triton yet
-    (a grader's worker that builds beside the tests, autograder.grading.ahead), the process is a child forked
-    from this one, which sets TRITON_INTERPRET=0 before anything imports Triton: it skips an interpreter's
+    (a grader's worker that builds beside the tests, autograder.grading.ahead) and no GPU is in reach
+    (_gpu_in_reach), the process is a child forked from this one, which sets TRITON_INTERPRET=0 before anything imports Triton: it skips an interpreter's
     start and torch's import (over a second of CPU per request). Otherwise it is a new `python -m
     kernels.crosscompile --request IN --out OUT`. Either way it has this process's import path, limits,
     sandbox and TRITON_CACHE_DIR, imports the student's modules anew (imported_anew), and its result comes
@@ -256,7 +256,7 @@ def run_request(request: dict, timeout: float = 3600.0) -> dict:
     """
     with tempfile.TemporaryDirectory() as scratch:
         inbox, outbox = Path(scratch) / "request.json", Path(scratch) / "answer.json"
-        if "triton" not in sys.modules and hasattr(os, "fork"):
+        if "triton" not in sys.modules and hasattr(os, "fork") and not _gpu_in_reach():
             return _forked_request(request, outbox, timeout)
         inbox.write_text(json.dumps(request))
         # This process's import path (the submission or tree included), so the child imports the same modules.
@@ -271,6 +271,18 @@ def run_request(request: dict, timeout: float = 3600.0) -> dict:
             tail = (done.stderr or done.stdout)[-1500:]
             return {"error": f"the compiler process ended without an answer (exit {done.returncode}): {tail}"}
         return json.loads(outbox.read_text())
+
+
+def _gpu_in_reach() -> bool:
+    """Whether this process may have started CUDA, or sees a GPU it could start it on (the grader's worker on a
+    GPU machine, its device files bound). A child forked from a process that has started CUDA, even only to
+    count the devices, cannot use it ("Cannot re-initialize CUDA in forked subprocess"), and a compile on a
+    GPU machine asks Triton's driver about the device: there run_request starts a new process instead."""
+    import glob
+
+    torch = sys.modules.get("torch")
+    started = torch is not None and hasattr(torch, "cuda") and torch.cuda.is_initialized()
+    return started or bool(glob.glob("/dev/nvidia[0-9]*") or glob.glob("/dev/nvidiactl"))
 
 
 def _forked_request(request: dict, outbox: Path, timeout: float) -> dict:

@@ -195,7 +195,9 @@ def test_several_requests_in_one_process_answer_as_each_alone_and_a_crash_costs_
 FORKED_REQUEST = """
 import json, os, sys
 import kernels  # an interpreted process, as the grader's worker, that has not imported Triton
-from kernels.crosscompile import run_request
+from kernels.crosscompile import request as module, run_request
+if sys.argv[2:] == ["gpu"]:  # as on a GPU machine, where this process could have started CUDA
+    module._gpu_in_reach = lambda: True
 read, write = os.pipe()  # stands for the worker's pipes to the grader
 answers = [run_request(request) for request in json.loads(sys.argv[1])]
 pipe = sorted({os.readlink(f"/proc/self/fd/{fd}") for fd in (read, write)})
@@ -245,6 +247,25 @@ def test_a_worker_without_triton_answers_from_a_forked_child_as_a_new_process_wo
     new_process = run_request(requests[0])
     assert strip(forked["answers"][0]) == strip(new_process) and forked["answers"][0]["builds"][0]["ok"]
     assert forked["answers"][0]["launches"] == new_process["launches"]
+
+
+def test_a_worker_with_a_gpu_in_reach_answers_from_a_new_process(tmp_path):
+    """The same worker on a GPU machine: a child forked from it could not use CUDA ("Cannot re-initialize
+    CUDA in forked subprocess", which cost a GPU grading every build check), so the answer comes from a new
+    process (`python -m kernels.crosscompile --request`), not a fork of the worker."""
+    (tmp_path / "fd_spy.py").write_text(SPY)
+    requests = [dict(calls=[dict(module="fd_spy", function="absent", args=[[8]], kwargs={})], dtype="bf16",
+                     target="sm_90")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)]),
+           "SPY_NOTES": str(tmp_path / "notes.json"), "TRITON_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("TRITON_INTERPRET", None)
+    done = subprocess.run([sys.executable, "-c", FORKED_REQUEST, json.dumps(requests), "gpu"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    answer = json.loads(done.stdout.splitlines()[-1])["answers"][0]
+    notes = json.loads((tmp_path / "notes.json").read_text())
+    assert notes["argv"][0] != "-c" and notes["interpret"] == "0", notes  # a new process, compiling
+    assert "error" in answer and "absent" in answer["error"], answer
 
 
 def test_a_students_tree_builds_what_is_written_and_names_the_stubs(tmp_path):

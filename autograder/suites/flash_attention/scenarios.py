@@ -24,6 +24,8 @@ import kernels  # noqa: F401  (entering a dispatch mode imports Triton: select i
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from kernels.device import interpreter_device
+
 # aten ops that are matrix products: the first matrix operand's position, for the contracted size.
 _MATMULS = {"aten.mm": 0, "aten.bmm": 0, "aten.addmm": 1, "aten.baddbmm": 1}
 
@@ -193,6 +195,7 @@ def triton_forward_dots(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_til
                         device: str) -> dict:
     """flash_forward_triton without and with the causal mask: for each ("full", "causal"), o, lse and the
     launches with their tl.dot calls per program (`_dots_per_program`; None when not interpreted)."""
+    device = interpreter_device(device)
     from flash_attention.flash_triton import flash_forward_triton
 
     q, k, v = _on(device, q, k, v)
@@ -205,11 +208,15 @@ def triton_forward_dots(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_til
     return found
 
 
+triton_forward_dots.interpreted = True  # counts under the interpreter: the grader runs it there on any machine
+
+
 def triton_backward_dots(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, do: torch.Tensor, o: dict, lse: dict,
                          tile: int, device: str) -> dict:
     """flash_backward_triton without and with the causal mask, q_tile = k_tile = `tile`: for each ("full",
     "causal"), dq, dk, dv and the launches with their tl.dot calls per program (`_dots_per_program`; None
     when not interpreted). o and lse are {"full": ..., "causal": ...}, the forward's of each mode."""
+    device = interpreter_device(device)
     from flash_attention.flash_triton import flash_backward_triton
 
     q, k, v, do = _on(device, q, k, v, do)
@@ -222,6 +229,9 @@ def triton_backward_dots(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, do: 
         dq, dk, dv = _cpu(*grads)
         found[mode] = {"dq": dq, "dk": dk, "dv": dv, "launches": launches}
     return found
+
+
+triton_backward_dots.interpreted = True  # counts under the interpreter: the grader runs it there on any machine
 
 
 def triton_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor,
@@ -284,6 +294,7 @@ def triton_program_order(part: str, q: torch.Tensor, k: torch.Tensor, v: torch.T
     flash_forward_triton(q, k, v), "backward" (dq, dk, dv) of flash_backward_triton(q, k, v, o, lse, do),
     within ORDER_TOLERANCE. A list of problems, [] when nothing changes; None when compiled (on a GPU the
     hardware chooses the order)."""
+    device = interpreter_device(device)
     from kernels.device import interpreted
 
     if not interpreted():
@@ -299,6 +310,9 @@ def triton_program_order(part: str, q: torch.Tensor, k: torch.Tensor, v: torch.T
                                       **ORDER_TOLERANCE[part])
     return program_order_problems(lambda: flash_backward_triton(q, k, v, o, lse, do, **tiles),
                                   "flash_backward_triton", **ORDER_TOLERANCE[part])
+
+
+triton_program_order.interpreted = True  # counts under the interpreter: the grader runs it there on any machine
 
 
 def pytorch_matmul_flops(seed: int, n: int, head_dim: int, q_tile: int, k_tile: int) -> dict:

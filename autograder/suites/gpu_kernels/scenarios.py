@@ -17,6 +17,8 @@ import kernels  # noqa: F401  (entering a dispatch mode imports Triton: select i
 import torch
 import torch.nn.functional as F
 
+from kernels.device import interpreter_device
+
 # ---- The kernels (§2 to §4) --------------------------------------------------------------------------
 
 def _view(x: torch.Tensor, view) -> torch.Tensor:
@@ -68,6 +70,7 @@ def program_order(kernel: str, inputs: dict, device: str):
     float32 tensors): "gelu" gelu_triton(x); "softmax" softmax_triton(x) at its default block and at
     blocks of 16; "matmul" matmul_triton(a, b, bias, "gelu"). A list of problems, [] when nothing
     changes; None when compiled (on a GPU the hardware chooses the order)."""
+    device = interpreter_device(device)
     from kernels.device import interpreted
 
     if not interpreted():
@@ -89,6 +92,9 @@ def program_order(kernel: str, inputs: dict, device: str):
 
         runs = {'matmul_triton (bias, "gelu")': lambda: matmul_triton(x["a"], x["b"], x["bias"], "gelu")}
     return [problem for what, run in runs.items() for problem in program_order_problems(run, what)]
+
+
+program_order.interpreted = True  # counts under the interpreter: the grader runs it there on any machine
 
 
 # ---- Timed on the trusted side (GPU) ------------------------------------------------------------------
@@ -310,6 +316,7 @@ def _loads_per_program(tensors: dict, program_shift: int = 0):
 def softmax_loads(x: torch.Tensor, block_size, device: str) -> dict:
     """softmax_triton(x, block_size) on `device`: its output and what each program loaded from x
     (_loads_per_program; "launches" None when compiled)."""
+    device = interpreter_device(device)
     from gpu_kernels.softmax import softmax_triton
 
     x = x.to(device)
@@ -318,10 +325,14 @@ def softmax_loads(x: torch.Tensor, block_size, device: str) -> dict:
     return {"out": y.detach().to("cpu"), "launches": launches}
 
 
+softmax_loads.interpreted = True  # counts under the interpreter: the grader runs it there on any machine
+
+
 def gelu_shifted_loads(x: torch.Tensor, shift: int, device: str) -> dict:
     """gelu_triton(x) on `device` with every program id read as itself + `shift`: the launches and what each
     program loaded from x (None when compiled). With int32 offsets, pid · BLOCK wraps around past 2^31 and
     the shifted programs load x's first elements; with int64 offsets they are past the end, masked off."""
+    device = interpreter_device(device)
     from gpu_kernels.elementwise import gelu_triton
 
     x = x.to(device)
@@ -330,15 +341,22 @@ def gelu_shifted_loads(x: torch.Tensor, shift: int, device: str) -> dict:
     return {"launches": launches}
 
 
+gelu_shifted_loads.interpreted = True  # counts under the interpreter: the grader runs it there on any machine
+
+
 def matmul_loads(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, activation, device: str) -> dict:
     """matmul_triton(a, b, bias, activation) on `device`: its output and what each program loaded from a, b
     and the bias (_loads_per_program; None when compiled)."""
+    device = interpreter_device(device)
     from gpu_kernels.matmul import matmul_triton
 
     a, b, bias = a.to(device), b.to(device), bias.to(device)
     with _loads_per_program({"a": a, "b": b, "bias": bias}) as launches:
         c = matmul_triton(a, b, bias, activation)
     return {"out": c.detach().to("cpu"), "launches": launches}
+
+
+matmul_loads.interpreted = True  # counts under the interpreter: the grader runs it there on any machine
 
 
 _STUDENT_TILE_OF = None  # the student's _tile_of, called by tile_of's probe kernel
@@ -348,6 +366,7 @@ def tile_of(M: int, N: int, block_m: int, block_n: int, group_m: int, device: st
     """The (tile_m, tile_n) the student's `_tile_of(pid, M, N, block_m, block_n, group_m)` gives each pid of the
     grid cdiv(M, block_m) · cdiv(N, block_n), as a list of pairs, by a probe kernel that calls it; None when
     compiled (the probe calls the student's helper through a global, which only the interpreter re-reads)."""
+    device = interpreter_device(device)
     global _STUDENT_TILE_OF
     from kernels.device import interpreted
 
@@ -375,10 +394,14 @@ def tile_of(M: int, N: int, block_m: int, block_n: int, group_m: int, device: st
     return out.to("cpu").tolist()
 
 
+tile_of.interpreted = True  # counts under the interpreter: the grader runs it there on any machine
+
+
 def matmul_with_marked_gelu(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, device: str):
     """matmul_triton(a, b, bias, "gelu") on `device` with elementwise.gelu_tanh (and every name of matmul.py
     bound to it) replaced by a marker that returns 7 everywhere: the output, all 7 when the epilogue calls
     gelu_tanh; None when compiled (a compiled kernel keeps the helper it was built with)."""
+    device = interpreter_device(device)
     from kernels.device import interpreted
 
     if not interpreted():
@@ -403,3 +426,6 @@ def matmul_with_marked_gelu(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor
         for name in bound:
             setattr(matmul, name, original)
     return c.detach().to("cpu")
+
+
+matmul_with_marked_gelu.interpreted = True  # counts under the interpreter: the grader runs it there on any machine

@@ -2,8 +2,9 @@
 loads, which tile each program computes, what the epilogue calls, and empty inputs.
 
 The counts come from Triton's interpreter, which runs the programs one after another in Python
-(scenarios._loads_per_program): they are graded on a machine without a GPU and skipped on one, where
-kernels are compiled. Like every account the worker gives, they can only take points away: each test
+(scenarios._loads_per_program): the grader runs them under the interpreter on any machine (on a GPU
+machine in a second worker, without the GPU: process.Worker.interpreter); only a run in the tests' own
+process on a GPU, where kernels are compiled, skips them. Like every account the worker gives, they can only take points away: each test
 here is an edge test, earning its points only when the ordinary tests of its function pass.
 """
 
@@ -18,7 +19,8 @@ from kernels.device import default_device
 pytestmark = [pytest.mark.visibility("hidden"), pytest.mark.triton]
 
 DEVICE = str(default_device())
-COMPILED = "counted under Triton's interpreter: graded on a machine without a GPU"
+COMPILED = ("counted under Triton's interpreter: the grader counts it on any machine; a run of the tests on a "
+            "GPU in this process cannot")
 
 
 def programs_of(what: str, got: dict) -> list[dict]:
