@@ -37,15 +37,15 @@ def test_the_report_puts_each_threshold_beside_its_value_and_lists_what_failed(t
                                   output="flash_attention     58 / 61    public points  (19/20 tests passed)\n",
                                   tests=gpu_validate.junit_outcomes(junit))
     bench = gpu_validate.Step("bench", ["bench"], 10, returncode=0, seconds=90.0, output=(
-        "Speed tests (graded, thresholds provisional) and the leaderboard row (not points):\n"
-        "  Triton forward / naive time (N 4096, d 64): 0.210  [<= 0.333 (provisional)]\n"
+        "Speed tests (graded) and the leaderboard row (not points):\n"
+        "  Triton forward / naive time (N 4096, d 64): 0.210  [<= 0.333]\n"
         "  leaderboard config (B 1, H 16, N 16384, d 64, bf16, causal, fwd+bwd), triton: 7.100 ms  "
         "[<= 5 ms (leaderboard, not points; CS336 2025 best 5.364 ms)]\n"))
     skipped = gpu_validate.Step("grade", ["grade"], 10, note="skipped: only 3 s of the budget left")
     report = gpu_validate.render([reference, bench, skipped], "GPU 0: NVIDIA H200, sm_90, 140 GiB")
     assert "| reference | 1 | 12 | flash_attention 58 / 61 public points (19/20 tests passed) |" in report
     assert "| grade | - | 0 | skipped: only 3 s of the budget left |" in report
-    assert "| Triton forward / naive time (N 4096, d 64) | 0.210 | <= 0.333 (provisional) |" in report
+    assert "| Triton forward / naive time (N 4096, d 64) | 0.210 | <= 0.333 |" in report
     assert "| test_triton_forward_is_three_times_faster_than_naive_attention_on_gpu | passed |" in report
     assert "1.11x faster; 1.5x needed" in report and "7.100 ms" in report and "NVIDIA H200" in report
     assert not gpu_validate.succeeded(reference) and gpu_validate.succeeded(bench)
