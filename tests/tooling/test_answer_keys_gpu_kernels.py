@@ -33,6 +33,15 @@ SHARED_PER_BLOCK_SM90 = 227 * 1024  # the same table: shared memory per thread b
 SHARED_BYTES_PER_CLOCK, CLOCK = 32 * 4, 1.83e9  # the handout's assumption for T3
 TENSOR_CORES_PER_SM, DENSE_BF16_FLOP_PER_CLOCK = 4, 1024
 SYSTOLIC = 128
+# The same table: 64K 32-bit registers per SM (9.0); and 1 KB of shared memory per thread block reserved by the
+# system (the CUDA C++ Best Practices Guide's occupancy section, sm_80 and later).
+REGISTERS_PER_SM, RESERVED_SHARED_PER_BLOCK = 65536, 1024
+# T10: the staff's run of `make bench-kernels` on the reference (one H100), shipped to students, and the reference's
+# plain matmul kernel as its sm_90 build reports it (registers per thread, shared bytes, threads): the agreement
+# step of `make gpu-validate` found the same figures after a real launch.
+MEASURED = ROOT / "solutions" / "gpu_kernels" / "measured" / "h100_bench_kernels.csv"
+PLAIN_MATMUL = dict(registers=116, shared=96 * 1024, threads=256)
+FUSED_MATMUL_REGISTERS = 144
 
 
 C = reference_cost.load()
@@ -47,6 +56,11 @@ def computed_keys() -> dict[str, float]:
     two_waves = max(cols * 128 for cols in range(1, 200) if C.waves(1400, cols * 128, 128, 128, h100.num_sms) == 2)
     stage = (128 + 128) * 64 * 2  # one pipeline stage of 128 x 64 and 64 x 128 bf16 tiles (T9's model)
     m = n = k = 4096
+    rows = measured()
+    per_sm = programs_per_sm(**PLAIN_MATMUL)
+    sweep = sorted(int(shape.split("x")[1]) for (table, impl, shape) in rows if table == "sweep" and impl == "triton")
+    cliff = next(n for n in sweep if C.tiles(896, n, 128, 128) > per_sm * h100.num_sms)
+    previous = sweep[sweep.index(cliff) - 1]
     return {
         "T1.a": a100.ridge_point(), "T1.b": h100.ridge_point(), "T1.c": h200.ridge_point(), "T1.d": b200.ridge_point(),
         "T1.e": b200.ridge_point() / a100.ridge_point(),
@@ -63,7 +77,47 @@ def computed_keys() -> dict[str, float]:
         "T7.a": 2 * m * n * k * 2 + m * n * 2,
         "T7.b": C.tiles(m, n, 128, 128) * (128 * k + k * 128) * 2 + m * n * 2,
         "T9.a": 4 * stage, "T9.b": SHARED_PER_BLOCK_SM90 // stage,
+        "T10.a": rows["gelu", "triton", "67108864"]["achieved_GB_per_s"] * 1e9 / h100.hbm_bandwidth_bytes_per_sec,
+        "T10.b": rows["matmul", "triton", "4096x4096x4096"]["achieved_TFLOP_per_s"] * 1e12 / h100.bf16_flops_per_sec,
+        "T10.c": 1.5 * rows["softmax", "triton", "2048x16384"]["achieved_GB_per_s"] * 1e9 / h100.hbm_bandwidth_bytes_per_sec,
+        "T10.d": per_sm, "T10.e": cliff,
+        "T10.f": rows["sweep", "triton", f"896x{cliff}x4096"]["time_ms"] / rows["sweep", "triton", f"896x{previous}x4096"]["time_ms"],
     }
+
+
+def measured() -> dict[tuple[str, str, str], dict[str, float]]:
+    """The staff's table: (table, implementation, shape) -> its numeric columns."""
+    import csv
+
+    with open(MEASURED, newline="") as f:
+        return {(r["table"], r["implementation"], r["shape"]): {k: float(r[k]) for k in ("time_ms", "achieved_GB_per_s",
+                                                                                        "achieved_TFLOP_per_s")}
+                for r in csv.DictReader(f)}
+
+
+def programs_per_sm(registers: int, shared: int, threads: int) -> int:
+    """Thread blocks of a kernel one H100 SM holds at once: the fewest its registers, its shared memory (with the
+    block's reserved KB) and its threads allow."""
+    return min(REGISTERS_PER_SM // (registers * threads), SHARED_PER_SM // (shared + RESERVED_SHARED_PER_BLOCK),
+               THREADS_PER_SM // threads)
+
+
+def test_the_staff_table_is_the_reference_timed_on_an_h100_and_shows_the_cliff_t10_explains():
+    """The shipped CSV is a whole bench_kernels run (every table, triton and torch rows) on cuda, with the H100's
+    roofline; its sweep's cliff is where two programs per SM put it, not where one would (T10's argument),
+    and the fused kernel's registers allow one program per SM (T10's rubric)."""
+    rows, h100 = measured(), gpu("H100")
+    assert {(t, i) for t, i, _ in rows} == {(t, i) for t in ("gelu", "softmax", "matmul", "sweep")
+                                            for i in ("triton", "torch")}
+    with open(MEASURED) as f:
+        text = f.read()
+    assert ",cuda," in text and "H100 SXM" in text and ",cpu," not in text
+    time = {int(s.split("x")[1]): v["time_ms"] for (t, i, s), v in rows.items() if t == "sweep" and i == "triton"}
+    steps = {n: time[n] / time[p] for p, n in zip(sorted(time), sorted(time)[1:])}
+    assert max(steps, key=steps.get) == computed_keys()["T10.e"] and steps[computed_keys()["T10.e"]] > 1.4
+    one_per_sm = next(n for n in sorted(time) if C.tiles(896, n, 128, 128) > h100.num_sms)
+    assert steps[one_per_sm] < 1.15, "no cliff where one program per SM would put it"
+    assert programs_per_sm(FUSED_MATMUL_REGISTERS, PLAIN_MATMUL["shared"], PLAIN_MATMUL["threads"]) == 1
 
 
 def handout_keys() -> dict[str, str]:
@@ -104,7 +158,7 @@ def test_each_questions_parts_and_rubric_add_up_to_its_points():
     """The header's points are the numeric parts' plus the rubric's; the rubric's criteria add up to it;
     each numeric part has a tolerance of the fixed format."""
     found = questions()
-    assert list(found) == [f"T{i}" for i in range(1, 10)]
+    assert list(found) == [f"T{i}" for i in range(1, 11)]
     for name, text in found.items():
         total = float(re.match(r"\*\*T\d+\.\*\* \*\((\d+(?:\.\d+)?) points?\)\*", text).group(1))
         parts = re.findall(rf"^- \*\*{name}\.[a-z]\*\* \*\((\d+(?:\.\d+)?) points?, (exact|±\d+(?:\.\d+)?%?)\)\*: ",
