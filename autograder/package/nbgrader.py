@@ -20,7 +20,8 @@ import sys
 from pathlib import Path
 
 from autograder.package.collect import CollectedTest, collect
-from autograder.package.layout import HARNESS, assignments, copy, public_tests, reset, write_text
+from autograder.package.layout import (HARNESS, ROOT, assignments, copy, files_of, public_tests, reset, write_bytes,
+                                       write_text)
 from autograder.package.notebook import build_notebook, write_notebook
 
 TEMPLATES = Path(__file__).with_name("templates")
@@ -44,12 +45,21 @@ def course_config(course: Path):
     return config
 
 
+# Folders of an assignment's package that hold data, not code: the staff's measurements its handout's
+# questions read (gpu_kernels/measured/, §7 and T10).
+DATA_FOLDERS = ("measured",)
+
+
 def write_source(course: Path, assignment: str, tests: list[CollectedTest]) -> None:
     """source/<assignment>/: the notebook and the files its test cells need."""
     folder = course / "source" / assignment
     write_notebook(build_notebook(assignment, tests), folder / f"{assignment}.ipynb")
     copy(public_tests([assignment]) + ["kernels", *HARNESS, *NOTEBOOK_HELPERS, "conftest.py"], folder)
     write_text(folder / "pytest.ini", (TEMPLATES / "notebook_pytest.ini").read_text(encoding="utf-8"))
+    for data in DATA_FOLDERS:  # where the package of the other releases has them: <assignment>/measured/...
+        if (ROOT / "assignments" / assignment / data).is_dir():
+            for file in files_of(f"assignments/{assignment}/{data}"):
+                write_bytes(folder / Path(file).relative_to("assignments"), (ROOT / file).read_bytes())
 
 
 class CourseError(Exception):

@@ -35,6 +35,16 @@ def gradebook_scores(course, students):
     return scores
 
 
+def test_the_release_holds_the_measurements_the_questions_read(packaged):
+    """gpu_kernels' T10 reads the staff's measurements: nbgrader's release has them where the other releases do,
+    in the package's folder beside the modules the notebook writes."""
+    measured = sorted((ROOT / "assignments" / "gpu_kernels" / "measured").iterdir())
+    assert measured
+    for file in measured:
+        released = packaged.dist / "nbgrader" / "release" / "gpu_kernels" / "gpu_kernels" / "measured" / file.name
+        assert released.read_bytes() == file.read_bytes(), released
+
+
 @pytest.mark.parametrize("name", assignments())
 def test_the_source_notebook_holds_each_module_and_gives_back_the_solutions(packaged, name):
     nb = source_notebook(packaged, name)

@@ -15,10 +15,9 @@ from pathlib import Path
 import pytest
 
 from autograder.harness.student import GraderOverloaded
-from autograder.sandbox import policy
 from autograder.sandbox.cputime import Meter, backstop, descendants, usage
 from autograder.sandbox.process import RemoteStudent, Worker, WorkerError
-from autograder.sandbox.staging import build_lib
+from tests.autograder.sandbox import fake
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/schedstat").exists() or not hasattr(os, "sched_setaffinity"),
                                 reason="needs Linux's /proc schedstat and CPU affinity")
@@ -125,16 +124,7 @@ def test_usage_counts_children_reaped_during_a_call():
 
 @pytest.fixture(scope="module")
 def worker(tmp_path_factory):
-    base = tmp_path_factory.mktemp("cputime")
-    os.chmod(base, 0o755)
-    submission = base / "submission"
-    (submission / "tricks").mkdir(parents=True)
-    (submission / "tricks" / "__init__.py").write_text("")
-    (submission / "tricks" / "m.py").write_text(WORK)
-    for path in [submission, *submission.rglob("*")]:
-        path.chmod(0o755 if path.is_dir() else 0o644)
-    protections = policy.detect("auto", policy.Limits(call_timeout=3, start_timeout=120))
-    handle = Worker(build_lib(base / "lib", []), submission, base / "scratch", protections, gpu=False)
+    handle = fake.worker(tmp_path_factory.mktemp("cputime"), "tricks", {"m": WORK}, call_timeout=3)
     yield handle
     handle.stop()
 

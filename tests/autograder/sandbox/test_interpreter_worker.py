@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder.sandbox import policy
 from autograder.sandbox.process import RemoteStudent, Worker
-from autograder.sandbox.staging import build_lib
+from tests.autograder.sandbox import fake
 
 PROBE = """
 import os
@@ -38,15 +37,7 @@ interpreted_side.interpreted = True
 
 
 def make(base: Path, gpu: bool) -> Worker:
-    base.mkdir(mode=0o755)
-    submission = base / "submission"
-    (submission / "probe").mkdir(parents=True)
-    (submission / "probe" / "__init__.py").write_text("")
-    (submission / "probe" / "scenarios.py").write_text(PROBE)
-    for path in [submission, *submission.rglob("*")]:
-        path.chmod(0o755 if path.is_dir() else 0o644)
-    protections = policy.detect("auto", policy.Limits(call_timeout=30, start_timeout=120))
-    return Worker(build_lib(base / "lib", []), submission, base / "scratch", protections, gpu=gpu)
+    return fake.worker(base, "probe", {"scenarios": PROBE}, call_timeout=30, gpu=gpu)
 
 
 @pytest.fixture

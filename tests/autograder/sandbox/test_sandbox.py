@@ -16,6 +16,7 @@ import torch
 from autograder.sandbox import policy
 from autograder.sandbox.process import RemoteStudent, StudentError, Worker, WorkerError
 from autograder.sandbox.staging import build_lib
+from tests.autograder.sandbox import fake
 
 ROOT = Path(__file__).resolve().parents[3]
 MARK = "987.654321"  # an argument no other process on this machine has
@@ -114,15 +115,8 @@ def protections():
 @pytest.fixture(scope="module")
 def worker(tmp_path_factory, protections):
     base = tmp_path_factory.mktemp("sandbox")
-    os.chmod(base, 0o755)
-    lib = build_lib(base / "lib", [])
-    submission = base / "submission"
-    (submission / "tricks").mkdir(parents=True)
-    (submission / "tricks" / "__init__.py").write_text("")
-    (submission / "tricks" / "m.py").write_text(TRICKS)
-    for path in [submission, *submission.rglob("*")]:
-        path.chmod(0o755 if path.is_dir() else 0o644)
-    handle = Worker(lib, submission, base / "scratch", protections, gpu=False)
+    handle = Worker(build_lib(base / "lib", []), fake.submission(base, "tricks", {"m": TRICKS}), base / "scratch",
+                    protections, gpu=False)
     yield handle
     handle.stop()
 

@@ -19,7 +19,7 @@ import pytest
 from autograder.harness.student import GraderOverloaded
 from autograder.sandbox import bwrap, policy
 from autograder.sandbox.process import GraderFault, RemoteStudent, Worker, WorkerError
-from autograder.sandbox.staging import build_lib
+from tests.autograder.sandbox import fake
 
 ROOT = Path(__file__).resolve().parents[3]
 REAL = shutil.which("bwrap")
@@ -60,15 +60,7 @@ def bin_dir(tmp_path, monkeypatch):
 
 
 def make_worker(base: Path) -> Worker:
-    base.mkdir(mode=0o755)
-    submission = base / "submission"
-    (submission / "tricks").mkdir(parents=True)
-    (submission / "tricks" / "__init__.py").write_text("")
-    (submission / "tricks" / "m.py").write_text(TRICKS)
-    for path in [submission, *submission.rglob("*")]:
-        path.chmod(0o755 if path.is_dir() else 0o644)
-    protections = policy.detect("bwrap", policy.Limits(call_timeout=5, start_timeout=120))
-    return Worker(build_lib(base / "lib", []), submission, base / "scratch", protections, gpu=False)
+    return fake.worker(base, "tricks", {"m": TRICKS}, mode="bwrap")
 
 
 def test_the_worker_runs_the_bubblewrap_that_was_probed(bin_dir, tmp_path):
