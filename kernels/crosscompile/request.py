@@ -248,8 +248,9 @@ def run_request(request: dict, timeout: float = 3600.0) -> dict:
 
     For interpreted processes (the grader's worker on a CPU). Where this process has not imported Triton yet
     (a grader's worker that builds beside the tests, autograder.grading.ahead) and no GPU is in reach
-    (_gpu_in_reach), the process is a child forked from this one, which sets TRITON_INTERPRET=0 before anything imports Triton: it skips an interpreter's
-    start and torch's import (over a second of CPU per request). Otherwise it is a new `python -m
+    (_gpu_in_reach), the process is a child forked from this one, which sets TRITON_INTERPRET=0 before
+    anything imports Triton: it skips an interpreter's start and torch's import (over a second of CPU per
+    request). Otherwise it is a new `python -m
     kernels.crosscompile --request IN --out OUT`. Either way it has this process's import path, limits,
     sandbox and TRITON_CACHE_DIR, imports the student's modules anew (imported_anew), and its result comes
     back through a file, so that what the code prints cannot corrupt it.
