@@ -140,9 +140,23 @@ def scan(submission, assignments: list[str]) -> list:
     return found
 
 
+# On a GPU, Triton compiles each kernel config at its first launch, inside the call that launches it, and the
+# given `_autotune_on_gpu` compiles six configs of each kernel: on an H100 (December 2026, Triton 3.6) one test
+# of the reference's flash_attention took 43 s, most of it compiling, against the default 60 s of CPU per call.
+# A GPU worker's calls get this many times the per-call limit, so that a slower grader's compiler never costs a
+# correct submission its points; the submission's whole budget still bounds an endless loop.
+GPU_CALL_FACTOR = 3.0
+
+
+def call_timeout_for(timeout: float, gpu: bool) -> float:
+    """The per-call CPU limit of a worker: `timeout` (--timeout), times GPU_CALL_FACTOR on a GPU."""
+    return timeout * GPU_CALL_FACTOR if gpu else timeout
+
+
 def protections_for(timeout: float, sandbox: str) -> tuple[policy.Protections, bool]:
     gpu = has_cuda()
-    limits = policy.Limits(call_timeout=timeout, address_space=None if gpu else policy.Limits.address_space)
+    limits = policy.Limits(call_timeout=call_timeout_for(timeout, gpu),
+                           address_space=None if gpu else policy.Limits.address_space)
     return policy.detect(sandbox, limits), gpu
 
 
@@ -247,7 +261,7 @@ class Job:
     seed: int | None = None
 
 
-def run(job: Job, slot: Slot, protections: policy.Protections, timeout: float) -> GradeReport:
+def run(job: Job, slot: Slot, protections: policy.Protections) -> GradeReport:
     started = time.monotonic()
     submission = open_submission(Path(job.submission), slot.stage, known_assignments())
     timings = {"sandbox_build": slot.built, "stage": time.monotonic() - started}
@@ -262,7 +276,7 @@ def run(job: Job, slot: Slot, protections: policy.Protections, timeout: float) -
     answers = [] if job.select and "written" not in job.select else [
         r for name in chosen for r in written.written_results(name, submission.root / name, SOLUTIONS)]
     timings["static"] = time.monotonic() - started - timings["stage"]
-    grader = GraderPlugin(RemoteStudent(slot.worker, timeout), violations, slot=slot)
+    grader = GraderPlugin(RemoteStudent(slot.worker, protections.limits.call_timeout), violations, slot=slot)
     impl.activate(SOLUTIONS)
     args = ["-q", "--no-header", "--tb=short", "-p", "no:cacheprovider", "-p", "no:logging",
             "-p", "no:unraisableexception", f"--rootdir={ROOT}"]
@@ -296,7 +310,7 @@ def grade_one(job: Job, timeout: float, sandbox: str) -> None:
     protections, gpu = protections_for(timeout, sandbox)
     slot = Slot(protections, gpu)
     try:
-        Path(job.report).write_text(run(job, slot, protections, timeout).to_json())
+        Path(job.report).write_text(run(job, slot, protections).to_json())
     finally:
         slot.close()
 
@@ -342,7 +356,7 @@ class Ready:
                 with open(Path(job.report).with_suffix(".log"), "w") as log:
                     os.dup2(log.fileno(), 1)
                     os.dup2(log.fileno(), 2)
-                Path(job.report).write_text(run(job, slot, protections, timeout).to_json())
+                Path(job.report).write_text(run(job, slot, protections).to_json())
             slot.close()
             code = 0
         finally:
