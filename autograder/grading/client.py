@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 from autograder.grading import stages
-from autograder.grading.results import GradeReport
+from autograder.grading.results import GRADER_FAULT, GradeReport
 from autograder.grading.intake import submission_name
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -157,7 +157,7 @@ def overload_message(report: GradeReport) -> str:
     """Why a report with tests the machine was too busy to finish (GradeReport.overloaded) is no grade."""
     shown = ", ".join(report.overloaded[:3]) + (" ..." if len(report.overloaded) > 3 else "")
     faults = [t.message for t in report.tests
-              if t.name in report.overloaded and "could not start its sandboxed worker" in t.message]
+              if t.name in report.overloaded and GRADER_FAULT in t.message]
     if faults:  # process.GraderFault: the sandbox itself is broken here, and no busy machine explains it
         return (f"grader fault: {len(report.overloaded)} test(s) could not run ({shown}): {faults[0][:600]}; "
                 "the protections that `python -m autograder grade` prints say what this machine's sandbox is; "

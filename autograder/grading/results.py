@@ -82,6 +82,11 @@ class TestResult:
         super().__setattr__(name, value)
 
 
+# How the message of a test begins when the grader's own sandbox could not start its worker
+# (process.GraderFault): counted among `overloaded`, and said as the grader's fault, not the machine's load.
+GRADER_FAULT = "the grader could not start its sandboxed worker"
+
+
 @dataclass
 class GradeReport:
     submission: str

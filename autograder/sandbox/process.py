@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from autograder.grading import wire
+from autograder.grading.results import GRADER_FAULT
 from autograder.harness.student import GraderOverloaded, Student, scenario_name
 from autograder.sandbox import bwrap, staging, user
 from autograder.sandbox.cputime import Meter, backstop, descendants
@@ -232,7 +233,7 @@ class Worker:
             first = self.current.first
             failure = self._failure(exc, self.protections.limits.start_timeout, starting=True)
             if first and isinstance(failure, WorkerError):  # nothing of the submission had run: the grader's
-                raise GraderFault(f"the grader could not start its sandboxed worker: {failure}") from None
+                raise GraderFault(f"{GRADER_FAULT}: {failure}") from None
             raise failure from None
         finally:
             self.waited += time.monotonic() - started

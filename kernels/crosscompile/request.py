@@ -283,7 +283,7 @@ def _gpu_in_reach() -> bool:
 
     torch = sys.modules.get("torch")
     started = torch is not None and hasattr(torch, "cuda") and torch.cuda.is_initialized()
-    return started or bool(glob.glob("/dev/nvidia[0-9]*") or glob.glob("/dev/nvidiactl"))
+    return started or bool(glob.glob("/dev/nvidia*"))
 
 
 def _forked_request(request: dict, outbox: Path, timeout: float) -> dict:

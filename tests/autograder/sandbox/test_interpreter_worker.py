@@ -42,7 +42,8 @@ def make(base: Path, gpu: bool) -> Worker:
 
 @pytest.fixture
 def probe(tmp_path, monkeypatch):
-    monkeypatch.syspath_prepend(str(tmp_path / "gpu" / "submission"))
+    """The folder to make the worker in (tmp_path / "w"), its probe package importable here as there."""
+    monkeypatch.syspath_prepend(str(tmp_path / "w" / "submission"))
     sys.modules.pop("probe.scenarios", None)
     sys.modules.pop("probe", None)
     yield tmp_path
@@ -51,7 +52,7 @@ def probe(tmp_path, monkeypatch):
 
 
 def test_on_a_gpu_grader_interpreted_scenarios_run_in_their_own_interpreting_worker(probe):
-    worker = make(probe / "gpu", gpu=True)
+    worker = make(probe / "w", gpu=True)
     import probe.scenarios as scenarios
 
     student = RemoteStudent(worker, timeout=30)
@@ -73,11 +74,8 @@ def test_on_a_gpu_grader_interpreted_scenarios_run_in_their_own_interpreting_wor
     assert worker.interpreting is None
 
 
-def test_on_a_cpu_grader_they_run_in_the_one_worker(tmp_path, monkeypatch):
-    worker = make(tmp_path / "gpu", gpu=False)  # the folder name is the probe fixture's; the worker is a CPU's
-    monkeypatch.syspath_prepend(str(tmp_path / "gpu" / "submission"))
-    sys.modules.pop("probe.scenarios", None)
-    sys.modules.pop("probe", None)
+def test_on_a_cpu_grader_they_run_in_the_one_worker(probe):
+    worker = make(probe / "w", gpu=False)
     import probe.scenarios as scenarios
 
     student = RemoteStudent(worker, timeout=30)
@@ -88,8 +86,6 @@ def test_on_a_cpu_grader_they_run_in_the_one_worker(tmp_path, monkeypatch):
         assert worker.interpreting is None
     finally:
         worker.stop()
-        sys.modules.pop("probe.scenarios", None)
-        sys.modules.pop("probe", None)
 
 
 @pytest.mark.parametrize("suite", ["gpu_kernels", "flash_attention"])
