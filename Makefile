@@ -34,7 +34,7 @@ GRADE_ONE_OUT = $(GRADED_ONE)/$(patsubst %.zip,%,$(notdir $(patsubst %/,%,$(SUBM
 # Not empty when that folder is GRADES, lies inside it or holds it: `make grade SUBMISSION=path` refuses then.
 GRADE_ONE_CLASH = $(filter $(abspath $(GRADES)) $(abspath $(GRADES))/%,$(abspath $(GRADE_ONE_OUT)))$(filter \
   $(abspath $(GRADE_ONE_OUT)) $(abspath $(GRADE_ONE_OUT))/%,$(abspath $(GRADES)))
-WORKERS ?= 2
+WORKERS ?= auto
 # `make test A=gpu_kernels`: only that assignment's public tests (tests/<A>).
 A ?=
 

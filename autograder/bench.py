@@ -24,6 +24,12 @@ three by default) built from the reference and the assignment's typical mistakes
    rest (the grading server's start, spread over the cohort, and the batch's bookkeeping); and, apart
    from the sum, the compile checks' builds, which start once the tests are collected and run beside
    them (autograder.grading.ahead): the compile checks' own column is then mostly their wait for them;
+   and the CPU seconds per submission: the grading process's, the submission's workers' (their start,
+   torch's import, the student code) and the builds'. Over the machine's cores, with every core busy all
+   the time, the total is the least time per submission this grader can reach, and the workers' alone
+   that of any grader that starts each submission's code in a fresh sandboxed interpreter (even one whose
+   tests and builds cost nothing); both are set beside a tenth of nbgrader's time (grading ten times
+   faster than nbgrader);
 3. nbgrader's own `nbgrader autograde` (the real command), per assignment, on the same submissions as
    notebooks of the nbgrader course (`make nbgrader`, which holds every assignment): each notebook is
    the released one with its module cells holding that submission's files, so both graders run the
@@ -189,6 +195,47 @@ def stage_breakdown(reports: list[GradeReport], batch_seconds: float, reports_se
              "reports": reports_seconds / len(reports)}
     batch = batch_seconds / len(reports)
     return {"batch": batch, **parts, "rest": batch - sum(parts.values()), "ahead": mean("builds_ahead")}
+
+
+# The CPU seconds a grading used (autograder.grading.runner.TIMINGS' cpu_*), with their headers.
+CPU_PARTS = {"grader": "grading process", "student": "submission's workers", "builds": "builds"}
+
+
+def cpu_use(reports: list[GradeReport]) -> dict[str, float]:
+    """CPU seconds per submission, from the reports' timings: the grading process's own (tests, reference,
+    reports), the submission's workers' (their start, torch's import, the student code they ran) and the
+    builds' (the second worker and its compilers), and their total."""
+    timed = [r.timings for r in reports if "cpu_student" in r.timings]
+    if not timed:
+        raise RuntimeError("no report holds the grading's CPU seconds (GradeReport.timings' cpu_student)")
+    parts = {key: sum(t.get(f"cpu_{key}", 0.0) for t in timed) / len(timed) for key in CPU_PARTS}
+    return {**parts, "total": sum(parts.values())}
+
+
+def cpu_rows(cpu: Mapping[str, Mapping[str, float]], measured: Mapping[str, Mapping[str, Row]], available: int
+             ) -> tuple[list[str], list[list[str]], list[str]]:
+    """The table of CPU seconds per submission, and a line per assignment that nbgrader was measured for: what
+    ten times nbgrader's speed asks (a tenth of its seconds per submission) against the least time per
+    submission that this CPU allows on the `available` cores, every core busy all the time: all of it (this
+    grader, however well it overlapped), and the submission's workers' alone (any grader that starts each
+    submission's code in a fresh sandboxed interpreter, even if its tests and builds cost nothing)."""
+    header = (["assignment"] + [f"{title} (CPU s)" for title in CPU_PARTS.values()]
+              + ["total (CPU s)", f"total over {available} cores (s)", f"workers over {available} cores (s)",
+                 "nbgrader / 10 (s)"])
+    body, lines = [], []
+    for name, parts in cpu.items():
+        least, workers = parts["total"] / available, parts["student"] / available
+        nb = measured[name].get("nbgrader")
+        body.append([name] + [f"{parts[key]:.2f}" for key in (*CPU_PARTS, "total")]
+                    + [f"{least:.2f}", f"{workers:.2f}", f"{nb.per_item / 10:.2f}" if nb else ""])
+        if nb:
+            tenth = nb.per_item / 10
+            lines.append(f"{name}: ten times nbgrader's speed is {tenth:.2f} s per submission; this grader's "
+                         f"{parts['total']:.2f} CPU s per submission take at least {least:.2f} s on {available} "
+                         f"cores ({'out of' if least > tenth else 'within'} reach), the submission's workers' "
+                         f"{parts['student']:.2f} CPU s alone {workers:.2f} s "
+                         f"({'out of' if workers > tenth else 'within'} reach)")
+    return header, body, lines
 
 
 def breakdown_rows(breakdowns: Mapping[str, Mapping[str, float]]) -> tuple[list[str], list[list[str]]]:
@@ -422,9 +469,10 @@ def report_text(tables: list[tuple[str, list[str], list[list[str]]]], lines: lis
     return "\n".join(out + [f"- {line}" for line in lines]) + "\n"
 
 
-def grade_assignment(assignment: str, work: Path, size: int, console: Console) -> tuple[dict[str, Row], list[Path],
-                                                                                        dict[str, float]]:
-    """One assignment's cohort through the grader's batches; its rows, its submissions, where its time goes."""
+def grade_assignment(assignment: str, work: Path, size: int, console: Console
+                     ) -> tuple[dict[str, Row], list[Path], dict[str, float], dict[str, float]]:
+    """One assignment's cohort through the grader's batches; its rows, its submissions, where its time goes and
+    its CPU seconds per submission (the one-worker batch with the default overlap)."""
     submissions = build_cohort(work / "cohort" / assignment, assignment, size)
     rows: dict[str, Row] = {}
     for way, n in batch_runs(assignment):
@@ -433,8 +481,9 @@ def grade_assignment(assignment: str, work: Path, size: int, console: Console) -
         rows[f"{way}{n}"] = trusted_batch(work / "cohort" / assignment, work / f"grades-{assignment}-{way}-{n}", n,
                                           way, assignment)
     out = work / f"grades-{assignment}-{default_way(1)}-1"
-    breakdown = stage_breakdown(reports_of(out, submissions), rows[f"{default_way(1)}1"].seconds, time_reports(out))
-    return rows, submissions, breakdown
+    reports = reports_of(out, submissions)
+    breakdown = stage_breakdown(reports, rows[f"{default_way(1)}1"].seconds, time_reports(out))
+    return rows, submissions, breakdown, cpu_use(reports)
 
 
 def run(size: int, out: Path, with_nbgrader: bool, console: Console, with_slurm: bool = True,
@@ -443,12 +492,13 @@ def run(size: int, out: Path, with_nbgrader: bool, console: Console, with_slurm:
     measured: dict[str, dict[str, Row]] = {}
     cohorts: dict[str, list[Path]] = {}
     breakdowns: dict[str, dict[str, float]] = {}
+    cpu: dict[str, dict[str, float]] = {}
     cluster_rows: list[Row] = []
     cluster_text = ""
     with tempfile.TemporaryDirectory(prefix="llmsys-bench-") as tmp:
         work = Path(tmp)
         for name in assignments:
-            measured[name], cohorts[name], breakdowns[name] = grade_assignment(name, work, size, console)
+            measured[name], cohorts[name], breakdowns[name], cpu[name] = grade_assignment(name, work, size, console)
         if with_nbgrader:
             console.print("the same submissions as notebooks through nbgrader autograde ...")
             notebooks_course(work / "course", cohorts)
@@ -476,7 +526,10 @@ def run(size: int, out: Path, with_nbgrader: bool, console: Console, with_slurm:
               ("Seconds per submission, trusted grader (its default overlap) and nbgrader", *comparison_rows(measured)),
               ("Where the trusted grader's time goes, seconds per submission (one worker)",
                *breakdown_rows(breakdowns))]
-    lines = [f"{name}: {line}" for name in assignments for line in ratios(measured[name], cores())]
+    cpu_header, cpu_body, floors = cpu_rows(cpu, measured, cores())
+    tables.append(("CPU seconds per submission (one worker), and the least seconds per submission of a grader "
+                   "that gives each submission a fresh sandboxed interpreter", cpu_header, cpu_body))
+    lines = [f"{name}: {line}" for name in assignments for line in ratios(measured[name], cores())] + floors
     for title, header, body in tables:
         console.print(rich_table(title, header, body))
     for line in lines:

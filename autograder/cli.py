@@ -34,7 +34,7 @@ from rich.text import Text
 
 from autograder.cohort.course import (COURSE_FILE, EXECUTORS, ClusterOptions, CourseError, load_cluster, load_late,
                                       load_seed_secret)
-from autograder.grading.client import OVERLAP_CHOICES
+from autograder.grading.client import OVERLAP_CHOICES, cores
 from autograder.report.terminal import gradebook_table, print_report
 
 DEFAULT_TIMEOUT = 60.0
@@ -54,6 +54,18 @@ def _positive(kind: type):
 
     parse.__name__ = kind.__name__
     return parse
+
+
+def _workers(text: str) -> int:
+    """--workers: a count, or `auto`: one per two cores, at least one. A worker that overlaps (boots the next
+    submission's sandbox, and builds the compile checks beside the tests) keeps about two cores busy, and
+    that is the faster way on every assignment; more workers than that only compete for the cores."""
+    if text == "auto":
+        return max(1, cores() // 2)
+    try:
+        return _positive(int)(text)
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(f"{exc}: give a number of workers, or auto") from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -82,8 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
     batch.add_argument("directory", type=Path, help="a folder holding one folder or .zip per submission")
     batch.add_argument("--out", type=Path, required=True, metavar="OUT",
                        help="where the gradebook, grades.csv and each submission's reports go")
-    batch.add_argument("--workers", type=_positive(int), default=1, metavar="N",
-                       help="submissions graded at once (default 1)")
+    batch.add_argument("--workers", type=_workers, default="auto", metavar="N",
+                       help="submissions graded at once: a number, or auto (the default): one per two cores, at "
+                       f"least one (here {max(1, cores() // 2)})")
     batch.add_argument("--timeout", type=_positive(float), default=DEFAULT_TIMEOUT, metavar="S",
                        help=f"seconds allowed for each call into student code (default {DEFAULT_TIMEOUT:g})")
     batch.add_argument("--overlap", choices=OVERLAP_CHOICES, default="auto",
@@ -123,8 +136,9 @@ def build_parser() -> argparse.ArgumentParser:
     course = verbs.add_parser("nbgrader", help="grade an nbgrader course's submitted notebooks into its gradebook")
     course.add_argument("course", type=Path, help="the nbgrader course directory (with nbgrader_config.py)")
     course.add_argument("assignment", help="the nbgrader assignment, e.g. resource_accounting")
-    course.add_argument("--workers", type=_positive(int), default=1, metavar="N",
-                        help="notebooks graded at once (default 1)")
+    course.add_argument("--workers", type=_workers, default="auto", metavar="N",
+                        help="notebooks graded at once: a number, or auto (the default): one per two cores, at "
+                        f"least one (here {max(1, cores() // 2)})")
     course.add_argument("--timeout", type=_positive(float), default=DEFAULT_TIMEOUT, metavar="S",
                         help=f"seconds allowed for each call into student code (default {DEFAULT_TIMEOUT:g})")
     course.set_defaults(command=nbgrader_command, parser=course)

@@ -64,6 +64,7 @@ class BuildsAhead:
         self.answers: dict[str, Any] = {}
         self.seconds = 0.0  # wall clock of the builds, from the start to the last answer
         self.stopping = False
+        self.lock = threading.Lock()  # one stop of the worker at a time: this thread's and the grader's
         self.groups: dict[Callable, list[dict]] = {}
         for scenario, kwargs in calls:
             self.groups.setdefault(scenario, []).append(kwargs)
@@ -90,6 +91,9 @@ class BuildsAhead:
                                         if answer is not None)
         finally:
             self.seconds = time.monotonic() - started
+            # Done: stopped now, so that its CPU seconds are counted. (It would die with this thread anyway:
+            # bubblewrap's --die-with-parent follows the thread that started it, and this one started it.)
+            self._stop_worker()
 
     def take(self, name: str, kwargs: dict) -> tuple[bool, Any]:
         """(True, the answer) of the call planned as (name, kwargs), once the builds are done; (False, None)
@@ -107,10 +111,14 @@ class BuildsAhead:
         """Stop the second worker, and whatever it still builds."""
         self.stopping = True
         try:
-            self.worker.stop()
+            self._stop_worker()
             self.thread.join(timeout=60)
         finally:
-            self.worker.stop()  # a worker that a failed request started booting meanwhile
+            self._stop_worker()  # a worker that a failed request started booting meanwhile
+
+    def _stop_worker(self) -> None:
+        with self.lock:
+            self.worker.stop()
 
 
 def start(items: list[pytest.Item], first: Worker, scratch: Path) -> BuildsAhead | None:

@@ -65,8 +65,11 @@ COMPILE_CHECKS = "test_gpu_compile.py"  # the suites' GPU build checks (kernels.
 # the static checks and written answers read, the whole pytest run, and within it the compile checks
 # (their tests' set-up, call and tear-down: with the builds started ahead, mostly a wait for them), the builds
 # started ahead (autograder.grading.ahead: from the tests' collection to their last answer, beside the tests)
-# and the calls' waits for the worker to finish booting.
-TIMINGS = ("sandbox_build", "stage", "static", "tests", "compile", "builds_ahead", "sandbox_wait")
+# and the calls' waits for the worker to finish booting. Then CPU seconds, not wall-clock ones: this process's
+# own (its tests, the reference, the reports; from the submission's opening), the submission's workers' (their
+# start, with torch's import, and the student code they ran) and the builds' (the second worker, its compilers).
+TIMINGS = ("sandbox_build", "stage", "static", "tests", "compile", "builds_ahead", "sandbox_wait",
+           "cpu_grader", "cpu_student", "cpu_builds")
 
 
 def known_assignments() -> list[str]:
@@ -262,7 +265,7 @@ class Job:
 
 
 def run(job: Job, slot: Slot, protections: policy.Protections) -> GradeReport:
-    started = time.monotonic()
+    started, cpu_started = time.monotonic(), time.process_time()
     submission = open_submission(Path(job.submission), slot.stage, known_assignments())
     timings = {"sandbox_build": slot.built, "stage": time.monotonic() - started}
     if submission.refused:  # nothing to grade: "not gradable", with the reason, rather than 0 points
@@ -288,7 +291,8 @@ def run(job: Job, slot: Slot, protections: policy.Protections) -> GradeReport:
     finally:
         slot.stop_workers()
     timings.update(tests=time.monotonic() - tests_started, compile=grader.compile_seconds,
-                   builds_ahead=slot.ahead.seconds if slot.ahead is not None else 0.0, sandbox_wait=slot.worker.waited)
+                   builds_ahead=slot.ahead.seconds if slot.ahead is not None else 0.0, sandbox_wait=slot.worker.waited,
+                   cpu_student=slot.worker.cpu, cpu_builds=slot.ahead.worker.cpu if slot.ahead is not None else 0.0)
     report = grader.report or GradeReport(submission="")
     if grader.report is not None:
         report.tests = report.tests + answers
@@ -297,7 +301,7 @@ def run(job: Job, slot: Slot, protections: policy.Protections) -> GradeReport:
                   + submission.problems + [f"static check: {v.message}" for v in violations]
                   + report.log + [f"worker started {slot.worker.starts} time(s); pytest exit code {int(code)}"])
     report.execution_time = time.monotonic() - started
-    report.timings = rounded(timings)
+    report.timings = rounded({**timings, "cpu_grader": time.process_time() - cpu_started})
     return report
 
 

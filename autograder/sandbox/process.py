@@ -22,7 +22,7 @@ from autograder.grading import wire
 from autograder.grading.results import GRADER_FAULT
 from autograder.harness.student import GraderOverloaded, Student, scenario_name
 from autograder.sandbox import bwrap, staging, user
-from autograder.sandbox.cputime import Meter, backstop, descendants
+from autograder.sandbox.cputime import Meter, backstop, descendants, usage
 from autograder.sandbox.framing import FrameError, read_frame, write_frame
 from autograder.sandbox.policy import PidsCgroup, Protections
 
@@ -78,6 +78,7 @@ class _Process:
         self.first = False  # the worker's first process: started before any call, so before any student code
         self.pids: set[int] | None = None  # its process tree between two calls, once read
         self.output = output  # its own file: a flood that hit the size limit does not outlive it
+        self.cpu = 0.0  # CPU seconds its processes had used when it was killed (those still there then)
         with open(output, "ab") as out:
             try:
                 self.popen = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
@@ -86,6 +87,16 @@ class _Process:
                 os.close(req_r)
                 os.close(rep_w)
 
+    def tree(self) -> set[int]:
+        """Its processes: those below it, and the members of its pids cgroup where it has one."""
+        members: tuple[int, ...] = ()
+        if self.cgroup is not None:
+            try:
+                members = tuple(int(p) for p in (self.cgroup.path / "cgroup.procs").read_text().split())
+            except (OSError, ValueError):
+                pass
+        return descendants(self.popen.pid, members)
+
     def wait_ready(self, timeout: float) -> None:
         if not self.ready:
             if _decode(read_frame(self.from_worker, 1 << 16, time.monotonic() + timeout)) != {"ready": True}:
@@ -93,7 +104,9 @@ class _Process:
             self.ready = True
 
     def kill(self, settle: float = 0.0) -> int | None:
-        """Kill it and everything it started; return its exit status if it had one."""
+        """Kill it and everything it started; return its exit status if it had one. What its processes had
+        used of the CPU is read first, into `cpu`."""
+        self.cpu = usage(self.tree()).cpu
         if settle:
             try:  # it closed its pipe: let it finish dying, to report its own exit status
                 self.popen.wait(timeout=settle)
@@ -140,6 +153,9 @@ class Worker:
         self.meter: Meter | None = None  # the last call's use of the machine
         self.waited = 0.0  # seconds the calls waited for a worker to finish booting (its handshake)
         self.interpreting: Worker | None = None  # this one's sibling under Triton's interpreter (interpreter())
+        # CPU seconds of its processes killed so far (their start, torch's import, the code they ran; its
+        # interpreter sibling's too): what the submission's code and its workers cost (make bench-grader reads it)
+        self.cpu = 0.0
 
     def interpreter(self) -> Worker:
         """The worker for scenarios that count what each program of a kernel does (an `interpreted` attribute,
@@ -165,8 +181,8 @@ class Worker:
         stops while under budget raises GraderOverloaded (the machine was too busy, not the code slow)."""
         proc = self.ready()
         if proc.pids is None:  # once per worker process: its tree, idle, between two calls
-            proc.pids = self._pids(proc)
-        self.meter = meter = Meter(lambda: self._pids(proc), timeout, first=proc.pids)
+            proc.pids = proc.tree()
+        self.meter = meter = Meter(proc.tree, timeout, first=proc.pids)
         limit = meter.started + backstop(timeout)
         polled = []
 
@@ -190,22 +206,15 @@ class Worker:
             raise rebuild_exception(reply["error"])
         return reply["ok"]
 
-    def _pids(self, proc: _Process) -> set[int]:
-        members: tuple[int, ...] = ()
-        if proc.cgroup is not None:
-            try:
-                members = tuple(int(p) for p in (proc.cgroup.path / "cgroup.procs").read_text().split())
-            except (OSError, ValueError):
-                pass
-        return descendants(proc.popen.pid, members)
-
     def stop(self) -> None:
         if self.interpreting is not None:  # first: it may run as this worker's user, released below
             self.interpreting.stop()
+            self.cpu += self.interpreting.cpu
             self.interpreting = None
         for proc in (self.current, self.spare):
             if proc is not None:
                 proc.kill()
+                self.cpu += proc.cpu
         self.current = self.spare = None
         if self.account is not None and self.owns_account:  # and whatever escaped the process groups: all of the uid
             self.account.release()
@@ -244,6 +253,7 @@ class Worker:
         code, self.last_output = None, ""
         if self.current is not None:
             code = self.current.kill(settle)
+            self.cpu += self.current.cpu
             self.last_output = _tail(self.current.output)
             self.current.output.unlink(missing_ok=True)
         self.current = None

@@ -67,8 +67,19 @@ def test_grade_arguments_and_defaults():
 
 def test_batch_arguments_and_defaults():
     args = build_parser().parse_args(["batch", "cohort", "--out", "o"])
-    assert (args.directory, args.out, args.workers, args.timeout) == (Path("cohort"), Path("o"), 1, 60.0)
+    assert (args.directory, args.out, args.timeout) == (Path("cohort"), Path("o"), 60.0)
     assert build_parser().parse_args(["batch", "c", "--out", "o", "--workers", "4"]).workers == 4
+
+
+@pytest.mark.parametrize("available, workers", [(1, 1), (2, 1), (3, 1), (4, 2), (16, 8)])
+def test_the_default_workers_are_one_per_two_cores(monkeypatch, available, workers):
+    """Each worker overlaps where it has two cores (the faster way on every assignment): auto, the default of
+    batch and nbgrader, gives each worker its two, and at least one worker."""
+    monkeypatch.setattr(autograder.cli, "cores", lambda: available)
+    assert build_parser().parse_args(["batch", "c", "--out", "o"]).workers == workers
+    assert build_parser().parse_args(["batch", "c", "--out", "o", "--workers", "auto"]).workers == workers
+    assert build_parser().parse_args(["nbgrader", "course", "flash_attention"]).workers == workers
+    assert autograder.grading.client.overlaps("auto", workers, available) == (available >= 2)
 
 
 def test_batch_passes_its_timeout_to_the_grading_servers(tmp_path, monkeypatch):
@@ -119,6 +130,7 @@ def test_auto_overlap_only_where_every_worker_has_two_cores():
     ["grade", "s", "--timeout", "soon"],
     ["batch", "cohort"],
     ["batch", "cohort", "--out", "o", "--workers", "0"],
+    ["batch", "cohort", "--out", "o", "--workers", "many"],
 ])
 def test_malformed_command_lines_exit_2(argv, capsys):
     with pytest.raises(SystemExit) as exit_:

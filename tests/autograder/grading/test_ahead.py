@@ -124,11 +124,13 @@ class Asked:
 
 def test_a_build_that_failed_ahead_is_asked_of_the_submissions_worker():
     """The planned call's answer is missing when its build failed ahead: the check asks the submission's worker,
-    which answers it; the second worker is stopped, also twice."""
+    which answers it; the second worker is stopped once its builds are done (its CPU seconds counted then),
+    and twice more when the grading stops."""
     call = kernel_checks.build_call("gelu", "bf16")
     refusing = Refusing()
     builds = ahead.BuildsAhead(refusing, [(kernel_scenarios.gpu_builds, call)])
     builds.thread.join(timeout=30)
+    assert refusing.stopped == 1
     assert [m["name"] for m in refusing.asked] == ["autograder.suites.gpu_kernels.scenarios:gpu_builds_ahead"]
     assert refusing.asked[0]["kwargs"] == {"calls": [call]}
     student = RemoteStudent(Asked(), timeout=5)
@@ -136,7 +138,7 @@ def test_a_build_that_failed_ahead_is_asked_of_the_submissions_worker():
     assert student.run(kernel_scenarios.gpu_builds, **call) == {"answered": "by the submission's worker"}
     assert student.worker.asked == ["autograder.suites.gpu_kernels.scenarios:gpu_builds"]
     builds.stop()
-    assert refusing.stopped == 2
+    assert refusing.stopped == 3
 
 
 class Answering:

@@ -1,8 +1,9 @@
 """Where a grading's time goes: the runner times its steps into GradeReport.timings (make bench-grader reads them).
 
 The steps are autograder.grading.runner.TIMINGS: the sandbox built, the submission staged, the static
-checks, the pytest run, and within it the compile checks and the waits for the worker's boot. A report
-written before they were timed still reads, with no timings.
+checks, the pytest run, and within it the compile checks and the waits for the worker's boot; and the CPU
+seconds of the grading process, of the submission's workers and of the builds. A report written before they
+were timed still reads, with no timings.
 """
 
 from __future__ import annotations
@@ -49,3 +50,6 @@ def test_a_grading_times_each_of_its_steps(tmp_path):
     assert timings["builds_ahead"] > 0  # the build started once the tests were collected (grading.ahead)
     assert timings["sandbox_wait"] <= timings["tests"]
     assert timings["stage"] + timings["static"] + timings["tests"] <= report.execution_time
+    # CPU seconds: the worker's start alone imports torch (about a second), the build's compiler more; the
+    # grading process ran the tests.
+    assert timings["cpu_student"] > 0.3 and timings["cpu_builds"] > 0.3 and timings["cpu_grader"] > 0.05, timings

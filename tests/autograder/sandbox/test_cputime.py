@@ -131,7 +131,7 @@ def worker(tmp_path_factory):
 
 def pinned(worker: Worker) -> None:
     """The worker's processes (and what they start) on the busy core only."""
-    for pid in worker._pids(worker.ready()):
+    for pid in worker.ready().tree():
         try:
             os.sched_setaffinity(pid, CORE)
         except OSError:
