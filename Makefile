@@ -38,11 +38,12 @@ WORKERS ?= auto
 # `make test A=gpu_kernels`: only that assignment's public tests (tests/<A>).
 A ?=
 
-.PHONY: help install sandbox-tools test test-public assignments check-sync roofline bench bench-kernels bench-grader grade
+.PHONY: help install sandbox-tools test test-public check-answers assignments check-sync roofline bench bench-kernels bench-grader grade
 
 help:
 	@echo "make test          install if needed, then run the whole suite (public tests, tooling, grader)"
 	@echo "make test A=NAME   only the public tests of one assignment (e.g. A=gpu_kernels)"
+	@echo "make check-answers what the grader reads in each answers.md (A=NAME for one assignment): each part's number, or why none"
 	@echo "make assignments   regenerate assignments/ (student stubs) from solutions/"
 	@echo "make roofline      write build/roofline.png (H100 and H200 rooflines with the lecture's ops)"
 	@echo "make bench         attention benchmarks: table and build/bench_attention.png"
@@ -109,6 +110,12 @@ TEST_ENV := env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$(CURDIR)/build/p
 test: install sandbox-tools browser-tools
 	@test -z "$(A)" || test -d "assignments/$(A)" || { echo "make test A=$(A): no such assignment; A is one of:" $$(ls assignments); exit 2; }
 	$(if $(A),$(PYTEST) tests/$(A),$(TEST_ENV) $(PYTEST) --durations=20 $(if $(filter-out 1,$(TEST_WORKERS)),$(if $(XDIST),-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)))
+
+# What the grader will read in assignments/<A>/answers.md (every assignment without A): the number of each
+# numeric part, or why there is none; no keys, so not whether it is right. Exit 1 where a part cannot be read.
+check-answers: install
+	@test -z "$(A)" || test -d "assignments/$(A)" || { echo "make check-answers A=$(A): no such assignment; A is one of:" $$(ls assignments); exit 2; }
+	$(PYTHON) -m autograder.written.check $(A)
 
 test-public: install
 	$(PYTEST) tests/resource_accounting tests/flash_attention tests/gpu_kernels

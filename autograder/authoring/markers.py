@@ -20,6 +20,9 @@ DELIMITERS = {
     "hidden": ("BEGIN HIDDEN TESTS", "END HIDDEN TESTS"),
 }
 
+# What a text file's solution region (a handout's model answer, say) becomes in the students' copy.
+TEXT_STUB = ["*Your answer here.*"]
+
 
 class MarkerError(ValueError):
     """Unbalanced or nested markers: `path:line: what is wrong`."""

@@ -14,8 +14,9 @@ a build that failed here for the machine's or the worker's sake (overloaded, cra
 of the first worker instead, as before. The answers are the same either way: each build runs in a fresh
 compiler process that imports the submission anew.
 
-A check whose value test fails never asks: its build was done for nothing, off the critical path; the second
-worker is stopped with the first when the tests end, whatever it is still doing.
+A check whose value test fails never asks: its build was done for nothing, off the critical path. The second
+worker is stopped once its builds are done (the answers are kept here), or with the first when the tests end,
+whatever it is still doing.
 """
 
 from __future__ import annotations

@@ -26,8 +26,9 @@ with status "manual" until an instructor's scores are imported, see autograder/w
 
 A submission's answers.md is read as text, never run, before any of the submission's code runs:
 sections by `## <ID>` headings; a numeric part is the first number after `<ID>.<letter> =` on its line
-(thousands separators, e-notation and a trailing unit accepted). An empty `<ID>.<letter> =` line (the
-template's) is no answer; a part answered on two lines scores 0.
+(thousands separators, e-notation, powers of ten and a trailing unit accepted). An empty `<ID>.<letter> =`
+line (the template's) is no answer; a part answered on two lines scores 0. `read_part` is that reading, which
+autograder.written.check shows a student before they submit (`make check-answers`), keys left out.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
-from autograder.authoring.markers import find_regions
+from autograder.authoring.markers import TEXT_STUB, find_regions
 from autograder.grading.results import TestResult
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,10 +64,13 @@ TOLERANCE = re.compile(rf"^(?:exact|±\s*(?P<value>{NUMBER}(?:[eE][-+]?[0-9]+)?)
 SOLUTION_BEGIN = re.compile(r"###\s*BEGIN SOLUTION\b")
 
 # A number as people write it: 8,589,934,592 or 8_589_934_592 or 8 589 934 592, 8.59e9, 8.59E+09,
-# 8.59 x 10^9; the first one on the line counts, what follows it (a unit, a word) is ignored.
+# 8.59 x 10^9, 8.59 * 10**9, 8.59·10⁹; the first one on the line counts, what follows it (a unit, a word, a
+# percent sign) is ignored: 85.9% reads 85.9.
 ANSWER_NUMBER = re.compile(r"(?<![\w.])(?P<sign>[-+−]?)\s*(?P<int>[0-9](?:[0-9]|[,_ ](?=[0-9]))*)?"
                            r"(?P<frac>\.[0-9]+)?(?:[eE](?P<exp>[-+]?[0-9]+)"
-                           r"|\s*[x×*·]\s*10\s*\^\s*(?P<pow>[-+]?[0-9]+))?")
+                           r"|\s*[x×*·]\s*10\s*(?:\^|\*\*)\s*(?P<pow>[-+−]?[0-9]+)"
+                           r"|\s*[x×*·]\s*10(?P<sup>[⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+))?")
+SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
 
 
 class WrittenError(ValueError):
@@ -130,7 +134,8 @@ def first_number(text: str) -> float | None:
         if match.group("int") is None and match.group("frac") is None:
             continue
         digits = re.sub(r"[,_ ]", "", match.group("int") or "0") + (match.group("frac") or "")
-        exponent = match.group("exp") or match.group("pow") or "0"
+        exponent = (match.group("exp") or match.group("pow") or match.group("sup") or "0").translate(SUPERSCRIPTS)
+        exponent = exponent.replace("−", "-")
         try:
             value = float(f"{digits}e{exponent}")
         except (ValueError, OverflowError):
@@ -162,16 +167,20 @@ def handout_path(assignment: str, root: Path = ROOT / "solutions") -> Path:
     return Path(root) / assignment / "README.md"
 
 
-def handout_questions(assignment: str, root: Path = ROOT / "solutions") -> list[Question]:
-    """The written questions of solutions/<assignment>/README.md ([] when it has none)."""
+def handout_questions(assignment: str, root: Path = ROOT / "solutions", released: bool = False) -> list[Question]:
+    """The written questions of solutions/<assignment>/README.md ([] when it has none); `released`: of the
+    students' copy of the handout (root assignments/), whose solution blocks hold only the stub's placeholder,
+    so its parts have no keys."""
     path = handout_path(assignment, root)
     if not path.is_file():
         return []
-    return parse_handout(path.read_text(encoding="utf-8"), f"{assignment}/README.md")
+    return parse_handout(path.read_text(encoding="utf-8"), f"{assignment}/README.md", released)
 
 
-def parse_handout(text: str, path: str = "README.md") -> list[Question]:
-    """Every question of a handout, validated; WrittenError names the first line that breaks a rule."""
+def parse_handout(text: str, path: str = "README.md", released: bool = False) -> list[Question]:
+    """Every question of a handout, validated; WrittenError names the first line that breaks a rule. A
+    `released` handout (the students' copy) has the stub's placeholder where each solution block was, and no
+    keys."""
     lines = text.splitlines()
     solutions = {r.begin: r.end for r in find_regions(text, path) if r.kind == "solution"}
     blocks: list[tuple[int, int]] = []  # (header index, end index) of each question
@@ -192,7 +201,7 @@ def parse_handout(text: str, path: str = "README.md") -> list[Question]:
     questions: list[Question] = []
     seen: dict[str, int] = {}
     for begin, end in blocks:
-        question = _question(lines, begin, end, solutions, path)
+        question = _question(lines, begin, end, solutions, path, released)
         if question.id in seen:
             raise WrittenError(path, begin + 1, f"question {question.id} is already defined at line "
                                                 f"{seen[question.id]}: give each question its own id")
@@ -201,7 +210,8 @@ def parse_handout(text: str, path: str = "README.md") -> list[Question]:
     return questions
 
 
-def _question(lines: list[str], begin: int, end: int, solutions: dict[int, int], path: str) -> Question:
+def _question(lines: list[str], begin: int, end: int, solutions: dict[int, int], path: str,
+              released: bool = False) -> Question:
     header = HEADER.match(lines[begin])
     if header is None:
         raise WrittenError(path, begin + 1, "a question header must read `**<ID>.** *(<P> points)* <text>` "
@@ -233,6 +243,8 @@ def _question(lines: list[str], begin: int, end: int, solutions: dict[int, int],
             continue
         elif not question.parts and rubric_total is None:
             text.append(line)
+        elif released and line.strip() in TEXT_STUB:
+            pass  # where the solution block was
         elif line.strip() and solution is None:
             raise WrittenError(path, number, f"{question.id}: text between its parts or rubric and its solution "
                                              "block; put the question's text before the parts")
@@ -242,7 +254,7 @@ def _question(lines: list[str], begin: int, end: int, solutions: dict[int, int],
     if solution is not None:
         _keys(lines, solution, question, path)
     missing = [p.id for p in question.parts if p.key is None]
-    if missing:
+    if missing and not released:
         raise WrittenError(path, question.line, f"{question.id}: no key for {', '.join(missing)}: write "
                                                 f"`{missing[0]} = <number>` in the question's solution block")
     return question
@@ -501,36 +513,60 @@ def grade_answers(assignment: str, questions: list[Question], answers: Answers) 
     return results
 
 
+@dataclass(frozen=True)
+class Reading:
+    """What the grader reads for one numeric part of answers.md: its number, or (value None) why there is
+    none, with the status that result gets; `shown` is the answer's text as written."""
+
+    value: float | None
+    status: str = ""
+    message: str = ""
+    shown: str = ""
+
+
+def read_part(part: Part, section: list[str] | None, repeated: bool, problem: str) -> Reading:
+    """The number written for `part` in its question's section (None where the section is missing), read as
+    the grader reads it; `repeated`: the section's heading appears more than once; `problem`: why the whole
+    file was not read. The same reading serves the grading and `make check-answers`, which shows it."""
+    question = part.id.rsplit(".", 1)[0]
+    if problem:
+        return Reading(None, "not_implemented" if problem.startswith("no ") else "failed",
+                       f"{part.id}: not graded, {problem}")
+    if section is None:
+        return Reading(None, "failed", f"{part.id}: no section `## {question}` in answers.md: keep the template's "
+                                       "headings")
+    pattern = _part_line(part.id)
+    found = [match["rest"] for match in map(pattern.match, section) if match]
+    if not found:
+        return Reading(None, "failed", f"{part.id}: no line `{part.id} =` under `## {question}`: keep the "
+                                       "template's numeric lines and write the number after the `=`")
+    answered = [rest for rest in found if rest.strip()]  # the template's empty line is no answer
+    if len(answered) > 1:
+        where = " (the heading appears more than once)" if repeated else ""
+        return Reading(None, "failed", f"{part.id}: answered on {len(answered)} lines{where}: only one answer "
+                                       "counts, so none is graded; keep one line per part")
+    if not answered:
+        elsewhere = _number_elsewhere(section, question)
+        return Reading(None, "not_implemented", f"{part.id}: not answered yet: "
+                       + (f"a number appears {elsewhere}; write it after `{part.id} =`" if elsewhere else
+                          f"expected a number after `{part.id} =`; found 'nothing'"))
+    shown = answered[0].strip()[:80]
+    answer = first_number(answered[0][:MAX_NUMBER_LINE])
+    if answer is None:
+        return Reading(None, "failed", f"{part.id}: expected a number after `{part.id} =`; found {shown!r}", shown)
+    return Reading(answer, shown=shown)
+
+
 def _grade_part(assignment: str, part: Part, section: list[str] | None, repeated: bool,
                 problem: str) -> TestResult:
     def result(status: str, message: str) -> TestResult:
         return TestResult(name=f"{PREFIX}{part.id}", assignment=assignment, max_points=part.points,
                           status=status, message=message, task="written", checks=part.text)
 
-    question = part.id.rsplit(".", 1)[0]
-    if problem:
-        return result("not_implemented" if problem.startswith("no ") else "failed", f"{part.id}: not graded, {problem}")
-    if section is None:
-        return result("failed", f"{part.id}: no section `## {question}` in answers.md: keep the template's headings")
-    pattern = _part_line(part.id)
-    found = [match["rest"] for match in map(pattern.match, section) if match]
-    if not found:
-        return result("failed", f"{part.id}: no line `{part.id} =` under `## {question}`: keep the template's "
-                                "numeric lines and write the number after the `=`")
-    answered = [rest for rest in found if rest.strip()]  # the template's empty line is no answer
-    if len(answered) > 1:
-        where = " (the heading appears more than once)" if repeated else ""
-        return result("failed", f"{part.id}: answered on {len(answered)} lines{where}: only one answer counts, so "
-                                "none is graded; keep one line per part")
-    if not answered:
-        elsewhere = _number_elsewhere(section, question)
-        return result("not_implemented", f"{part.id}: not answered yet: "
-                      + (f"a number appears {elsewhere}; write it after `{part.id} =`" if elsewhere else
-                         f"expected a number after `{part.id} =`; found 'nothing'"))
-    answer = first_number(answered[0][:MAX_NUMBER_LINE])
-    shown = answered[0].strip()[:80]
+    reading = read_part(part, section, repeated, problem)
+    answer, shown = reading.value, reading.shown
     if answer is None:
-        return result("failed", f"{part.id}: expected a number after `{part.id} =`; found {shown!r}")
+        return result(reading.status, reading.message)
     if part.tolerance.kind == "exact" and not answer.is_integer():
         return result("failed", f"{part.id}: expected a whole number (graded exactly); got {shown}")
     if part.tolerance.accepts(answer, part.key):

@@ -29,13 +29,14 @@ T ?=
 A ?=
 BENCH_ARGS ?=
 
-.PHONY: help install test test-public gpu-compile roofline bench bench-kernels
+.PHONY: help install test test-public check-answers gpu-compile roofline bench bench-kernels
 
 help:
 	@echo "make test          install if needed, then run the public tests against your code, with the points table"
 	@echo "make test T=TASK   only the tests of one task (e.g. T=flops.FlopCounter) or one module's (T=flops)"
 	@echo "make test A=NAME   only the tests of one assignment (e.g. A=gpu_kernels); combines with T="
 	@echo "make test-public   the same (every test of this release is public)"
+	@echo "make check-answers what the grader will read in your answers.md (A=NAME for one assignment): each part's number, or why none"
 	@echo "make gpu-compile   build your Triton kernels for an H100 (sm_90) without a GPU, as the grader does; A=gpu_kernels for one assignment"
 	@echo "make roofline      write build/roofline.png (H100 and H200 rooflines with the lecture's ops)"
 	@echo "make bench         attention benchmarks of your code: table and build/bench_attention.png"
@@ -58,6 +59,12 @@ test: install
 	$(PYTEST) $(if $(A),tests/$(A)) $(if $(T),--task $(T)) $(PYTEST_ARGS)
 
 test-public: test
+
+# What the grader will read in assignments/<A>/answers.md (every assignment without A): the number of each
+# numeric part, or why there is none; it has no keys, so it says what is read, not whether it is right.
+check-answers: install
+	@test -z "$(A)" || test -d "assignments/$(A)" || { echo "make check-answers A=$(A): no such assignment; A is one of:" $$(ls assignments); exit 2; }
+	$(PYTHON) -m autograder.written.check $(A)
 
 # Your kernels built for the course GPU with Triton's own compiler (Linux; no GPU needed), as the grader's
 # compile checks build them: each must compile, fit the GPU's shared memory and put its dots on the tensor

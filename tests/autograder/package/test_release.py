@@ -3,6 +3,7 @@
 import re
 import shutil
 import subprocess
+import sys
 import tomllib
 
 from autograder.package.layout import HARNESS, ROOT, assignments, files_of
@@ -156,3 +157,38 @@ def test_the_cpu_wheel_index_is_a_make_variable_off_by_default(packaged):
 
     assert "--index-url" not in torch_line()
     assert torch_line("TORCH_INDEX=file:///cpu-wheels").endswith("torch==2.13.0 --index-url file:///cpu-wheels")
+
+
+def test_make_check_answers_in_the_release_shows_what_the_grader_reads_and_no_key(packaged, tmp_path):
+    """The release's `make check-answers` reads each assignment's answers.md as the grader does: the template
+    reads as not answered (exit 0), the model answers as every number and every prose answer, and a line the
+    grader cannot read is marked and fails the command. The release's handouts hold no key, so no key shows
+    unless the student wrote it."""
+    copy = tmp_path / "student"
+    shutil.copytree(packaged.dist / "student", copy)
+
+    def check(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["make", "--no-print-directory", "check-answers", f"PYTHON={sys.executable}", *args],
+                              cwd=copy, capture_output=True, text=True, env=clean_env(), timeout=120)
+
+    template = check()
+    assert template.returncode == 0, template.stdout + template.stderr
+    assert "T10.a" in template.stdout and "not answered yet" in template.stdout
+    assert "0 of 33 numbers read, 0 of 8 prose answers written" in template.stdout
+    for name in assignments():
+        shutil.copyfile(ROOT / "solutions" / name / "answers.md", copy / "assignments" / name / "answers.md")
+    model = check("A=gpu_kernels")
+    assert model.returncode == 0, model.stdout + model.stderr
+    assert "33 of 33 numbers read, 8 of 8 prose answers written" in model.stdout
+    assert "T2.b   reads 270336 (from '270336')" in model.stdout
+    answers = copy / "assignments" / "gpu_kernels" / "answers.md"
+    text = answers.read_text()
+    answers.write_text(text.replace("T2.b = 270336", "T2.b = about a quarter MiB")
+                       .replace("T2.c = 16", "T2.c = 16\nT2.c = 17"))
+    broken = check("A=gpu_kernels")
+    assert broken.returncode == 1
+    assert "! T2.b   expected a number after `T2.b =`; found 'about a quarter MiB'" in broken.stdout
+    assert "! T2.c   answered on 2 lines" in broken.stdout
+    assert "fix it before you submit" in broken.stdout
+    unknown = check("A=nonesuch")
+    assert unknown.returncode == 2 and "no such assignment" in unknown.stdout + unknown.stderr

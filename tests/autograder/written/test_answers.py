@@ -129,10 +129,19 @@ def test_questions_in_a_code_fence_and_other_bold_lines_are_not_questions():
 
 @pytest.mark.parametrize("t2a, t2b", [
     ("295.34", "319"), ("295.3 FLOP/byte", "319 sequences"), ("2.9534e2", "3.19e2"), ("2.9534 x 10^2", "319"),
-    ("296", "319, because the ridge"), ("  295.34", "3_19"), ("292.5", "319.0")])
+    ("296", "319, because the ridge"), ("  295.34", "3_19"), ("292.5", "319.0"), ("2.9534 * 10**2", "3.19·10²"),
+    ("2953.4 × 10⁻¹", "3.19 × 10^+2"), ("29534 x 10^−2", "319")])
 def test_other_ways_of_writing_the_right_number_keep_the_points(t2a, t2b):
     result = graded(answers(t2a, t2b))
     assert result["written/T2.a"][:2] == ("passed", 1) and result["written/T2.b"][:2] == ("passed", 1)
+
+
+def test_powers_of_ten_are_read_and_a_product_is_not_one():
+    """`x 10^k`, `* 10**k` and superscript exponents (as the handouts write 2⁻²⁵) are powers of ten; a product of two
+    numbers that is not a power of ten reads as its first number, as any other trailing text does."""
+    assert [written.first_number(t) for t in ("1.5·10¹²", "2.0 × 10⁻³ s", "1.5 * 10**12", "1.5*10**-2", "6 x 10^−1")] \
+        == [1.5e12, 2.0e-3, 1.5e12, 0.015, 0.6]
+    assert [written.first_number(t) for t in ("2 * 10", "3 x 4", "85.9%", "10 x 10")] == [2, 3, 85.9, 10]
 
 
 def test_thousands_separators_are_read():
@@ -212,3 +221,21 @@ def test_a_symlinked_answers_file_is_not_followed(tmp_path):
     os.symlink(tmp_path / "secret.md", package / "answers.md")
     assert "is a symlink" in written.read_answers(package / "answers.md").problem
     assert "no a/answers.md" in written.read_answers(tmp_path / "b" / "answers.md").problem.replace("no b", "no a")
+
+
+def test_the_students_copy_of_a_handout_parses_without_keys():
+    """The released handout has the stub's placeholder where each solution block was: it parses (for `make
+    check-answers`), with the same questions and parts and no key; the authors' parse still demands the keys."""
+    from autograder.authoring.markers import TEXT_STUB, replace_regions
+
+    released = replace_regions(QUESTION, "README.md", lambda region: TEXT_STUB)
+    questions = parse_handout(released, released=True)
+    assert [(q.id, [p.id for p in q.parts]) for q in questions] == [("T2", ["T2.a", "T2.b"]), ("T3", ["T3.a"])]
+    assert all(p.key is None for q in questions for p in q.parts)
+    with pytest.raises(WrittenError, match="text between its parts"):
+        parse_handout(released)
+    for assignment in HANDOUTS:
+        stub = written.handout_questions(assignment, ROOT / "assignments", released=True)
+        full = written.handout_questions(assignment)
+        assert [[p.id for p in q.parts] for q in stub] == [[p.id for p in q.parts] for q in full]
+        assert all(p.key is None for q in stub for p in q.parts)
