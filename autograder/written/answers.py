@@ -64,12 +64,13 @@ TOLERANCE = re.compile(rf"^(?:exact|±\s*(?P<value>{NUMBER}(?:[eE][-+]?[0-9]+)?)
 SOLUTION_BEGIN = re.compile(r"###\s*BEGIN SOLUTION\b")
 
 # A number as people write it: 8,589,934,592 or 8_589_934_592 or 8 589 934 592, 8.59e9, 8.59E+09,
-# 8.59 x 10^9, 8.59 * 10**9, 8.59·10⁹; the first one on the line counts, what follows it (a unit, a word, a
-# percent sign) is ignored: 85.9% reads 85.9.
+# 8.59 x 10^9, 8.59 * 10**9, 8.59·10⁹, and a power: 2^33, 2**33, 2³³; the first one on the line counts, what
+# follows it (a unit, a word, a percent sign) is ignored: 85.9% reads 85.9.
 ANSWER_NUMBER = re.compile(r"(?<![\w.])(?P<sign>[-+−]?)\s*(?P<int>[0-9](?:[0-9]|[,_ ](?=[0-9]))*)?"
                            r"(?P<frac>\.[0-9]+)?(?:[eE](?P<exp>[-+]?[0-9]+)"
                            r"|\s*[x×*·]\s*10\s*(?:\^|\*\*)\s*(?P<pow>[-+−]?[0-9]+)"
-                           r"|\s*[x×*·]\s*10(?P<sup>[⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+))?")
+                           r"|\s*[x×*·]\s*10(?P<sup>[⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+)"
+                           r"|\s*(?:\^|\*\*)\s*(?P<power>[-+−]?[0-9]+)|(?P<superscript>[⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+))?")
 SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
 
 
@@ -135,10 +136,12 @@ def first_number(text: str) -> float | None:
             continue
         digits = re.sub(r"[,_ ]", "", match.group("int") or "0") + (match.group("frac") or "")
         exponent = (match.group("exp") or match.group("pow") or match.group("sup") or "0").translate(SUPERSCRIPTS)
-        exponent = exponent.replace("−", "-")
+        power = (match.group("power") or match.group("superscript") or "").translate(SUPERSCRIPTS)
         try:
-            value = float(f"{digits}e{exponent}")
-        except (ValueError, OverflowError):
+            value = float(f"{digits}e{exponent.replace('−', '-')}")
+            if power:
+                value = value ** int(power.replace("−", "-"))
+        except (ValueError, OverflowError, ZeroDivisionError):
             return None
         value = -value if match.group("sign") in ("-", "−") else value
         return value if math.isfinite(value) else None

@@ -136,12 +136,17 @@ def test_other_ways_of_writing_the_right_number_keep_the_points(t2a, t2b):
     assert result["written/T2.a"][:2] == ("passed", 1) and result["written/T2.b"][:2] == ("passed", 1)
 
 
-def test_powers_of_ten_are_read_and_a_product_is_not_one():
-    """`x 10^k`, `* 10**k` and superscript exponents (as the handouts write 2⁻²⁵) are powers of ten; a product of two
-    numbers that is not a power of ten reads as its first number, as any other trailing text does."""
+def test_powers_of_ten_and_powers_are_read_and_a_product_is_not_one():
+    """`x 10^k`, `* 10**k` and superscript exponents (as the handouts write 2⁻²⁵) scale by powers of ten, and a
+    power alone (2^26) is its value; a product of two numbers that is not a power of ten reads as its first number,
+    as any other trailing text does."""
     assert [written.first_number(t) for t in ("1.5·10¹²", "2.0 × 10⁻³ s", "1.5 * 10**12", "1.5*10**-2", "6 x 10^−1")] \
         == [1.5e12, 2.0e-3, 1.5e12, 0.015, 0.6]
     assert [written.first_number(t) for t in ("2 * 10", "3 x 4", "85.9%", "10 x 10")] == [2, 3, 85.9, 10]
+    # A power alone, as the handouts write sizes: 2^26, 2**26, 2²⁶ elements; 10¹² FLOPs; 2⁻²⁵.
+    assert [written.first_number(t) for t in ("2^26", "2**26 elements", "2²⁶ elements", "10¹²", "2⁻²⁵", "-2^3")] \
+        == [2 ** 26, 2 ** 26, 2 ** 26, 1e12, 2 ** -25, -8]
+    assert [written.first_number(t) for t in ("10^400", "0^-1")] == [None, None]  # too large, undefined: no number
 
 
 def test_thousands_separators_are_read():
