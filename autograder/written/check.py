@@ -7,8 +7,9 @@ assignments/<assignment>/answers.md (the first number after `<ID>.<letter> =`, a
 reads it when grading: thousands separators, e-notation, powers of ten and a trailing unit accepted), or why
 it reads none: no line for it, the line still empty, two answers, no number. For each question's prose, how
 much is written. Nothing here knows the keys (the handout beside your code has none): it says what is read,
-never whether it is right. A part the grader cannot read at all (a missing line or heading, two answers, no
-number) makes the command exit 1; parts not answered yet do not.
+never whether it is right. What the grader cannot read as an answer (no answers.md, a missing line or
+heading, two answers, no number, a fraction where a whole number is graded exactly) is marked `!` and makes
+the command exit 1; parts not answered yet do not.
 """
 
 from __future__ import annotations
