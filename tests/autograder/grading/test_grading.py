@@ -29,17 +29,19 @@ def graded(tmp_path_factory):
     """The cohort graded by two-worker batches; {name: GradeReport}, "_out": the output folder, and
     "_stages": the name of the folder that held the graders' stage folders.
 
-    The reference and the stubs are graded on both assignments with every test; the mistakes on
-    resource_accounting's public tests; the cheats on the public tests of both assignments (a test
+    The reference and the stubs are graded on every assignment with every test; the mistakes on
+    resource_accounting's public tests; the cheats on the public tests of every assignment (a test
     that observes behaviour, memory say, must not be passed by code that returns nothing of use),
-    but the two that burn their time budget (endless loop, fork bomb) on resource_accounting only.
+    but the two that burn their time budget (endless loop, fork bomb) on resource_accounting's public
+    float_format tests only, with 1 s per call.
     """
     base = tmp_path_factory.mktemp("cohort")
     full = [m for m in cohort.MEMBERS if m.name in ("correct", "stubs")]
     slow = tuple(m for m in cohort.CHEATS if m.name in ("cheat-endless-loop", "cheat-fork-bomb"))
     cohort.build(base / "full", None, full)
-    cohort.build(base / "battery", [ASSIGNMENT], cohort.MISTAKES + slow)
+    cohort.build(base / "battery", [ASSIGNMENT], cohort.MISTAKES)
     cohort.build(base / "battery", None, [m for m in cohort.CHEATS if m not in slow])
+    cohort.build(base / "burners", [ASSIGNMENT], slow)
     out = base / "out"
     # The graders' stage folders (and so every worker's mounts) go under a folder of this run's own,
     # so that the leftover check below sees this cohort's processes, not another grader's on the machine.
@@ -49,12 +51,16 @@ def graded(tmp_path_factory):
     os.environ["TMPDIR"] = str(stages)
     try:
         run_batch(base / "full", out, workers=2)
-        # Honest calls here take milliseconds of CPU: 2 s each bounds what the loop and the fork bomb burn.
+        # Honest calls here take milliseconds of CPU: 2 s each bounds what a call may burn. The loop and the
+        # fork bomb burn every call's budget: 1 s each, on float_format's tests (enough to show they gain nothing).
         battery = ServerPool(call_timeout=2, select="not hidden")
+        burners = ServerPool(call_timeout=1, select="float_format and not hidden")
         try:
             run_batch(base / "battery", out, workers=2, grade_fn=battery.grade)
+            run_batch(base / "burners", out, workers=2, grade_fn=burners.grade)
         finally:
             battery.close()
+            burners.close()
     finally:
         if saved is None:
             del os.environ["TMPDIR"]
