@@ -527,8 +527,8 @@ def run(size: int, out: Path, with_nbgrader: bool, console: Console, with_slurm:
               ("Where the trusted grader's time goes, seconds per submission (one worker)",
                *breakdown_rows(breakdowns))]
     cpu_header, cpu_body, floors = cpu_rows(cpu, measured, cores())
-    tables.append(("CPU seconds per submission (one worker), and the least seconds per submission of a grader "
-                   "that gives each submission a fresh sandboxed interpreter", cpu_header, cpu_body))
+    tables.append((f"CPU seconds per submission (one worker), and the least seconds per submission they allow on "
+                   f"{cores()} cores", cpu_header, cpu_body))
     lines = [f"{name}: {line}" for name in assignments for line in ratios(measured[name], cores())] + floors
     for title, header, body in tables:
         console.print(rich_table(title, header, body))
