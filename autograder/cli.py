@@ -56,12 +56,17 @@ def _positive(kind: type):
     return parse
 
 
+def auto_workers() -> int:
+    """`--workers auto`: one worker per two cores of this machine, at least one."""
+    return max(1, cores() // 2)
+
+
 def _workers(text: str) -> int:
     """--workers: a count, or `auto`: one per two cores, at least one. A worker that overlaps (boots the next
     submission's sandbox, and builds the compile checks beside the tests) keeps about two cores busy, and
     that is the faster way on every assignment; more workers than that only compete for the cores."""
     if text == "auto":
-        return max(1, cores() // 2)
+        return auto_workers()
     try:
         return _positive(int)(text)
     except argparse.ArgumentTypeError as exc:
@@ -96,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="where the gradebook, grades.csv and each submission's reports go")
     batch.add_argument("--workers", type=_workers, default="auto", metavar="N",
                        help="submissions graded at once: a number, or auto (the default): one per two cores, at "
-                       f"least one (here {max(1, cores() // 2)})")
+                       f"least one (here {auto_workers()})")
     batch.add_argument("--timeout", type=_positive(float), default=DEFAULT_TIMEOUT, metavar="S",
                        help=f"seconds allowed for each call into student code (default {DEFAULT_TIMEOUT:g})")
     batch.add_argument("--overlap", choices=OVERLAP_CHOICES, default="auto",
@@ -138,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     course.add_argument("assignment", help="the nbgrader assignment, e.g. resource_accounting")
     course.add_argument("--workers", type=_workers, default="auto", metavar="N",
                         help="notebooks graded at once: a number, or auto (the default): one per two cores, at "
-                        f"least one (here {max(1, cores() // 2)})")
+                        f"least one (here {auto_workers()})")
     course.add_argument("--timeout", type=_positive(float), default=DEFAULT_TIMEOUT, metavar="S",
                         help=f"seconds allowed for each call into student code (default {DEFAULT_TIMEOUT:g})")
     course.set_defaults(command=nbgrader_command, parser=course)

@@ -213,8 +213,7 @@ class Worker:
             self.interpreting = None
         for proc in (self.current, self.spare):
             if proc is not None:
-                proc.kill()
-                self.cpu += proc.cpu
+                self._kill(proc)
         self.current = self.spare = None
         if self.account is not None and self.owns_account:  # and whatever escaped the process groups: all of the uid
             self.account.release()
@@ -252,13 +251,18 @@ class Worker:
         """Kill the current worker and start booting a spare; return the dead one's exit status."""
         code, self.last_output = None, ""
         if self.current is not None:
-            code = self.current.kill(settle)
-            self.cpu += self.current.cpu
+            code = self._kill(self.current, settle)
             self.last_output = _tail(self.current.output)
             self.current.output.unlink(missing_ok=True)
         self.current = None
         if self.spare is None:
             self.spare = self._launch()
+        return code
+
+    def _kill(self, proc: _Process, settle: float = 0.0) -> int | None:
+        """proc.kill, its CPU seconds counted in this worker's."""
+        code = proc.kill(settle)
+        self.cpu += proc.cpu
         return code
 
     def _launch(self, warm: bool = False) -> _Process:

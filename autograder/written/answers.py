@@ -71,7 +71,7 @@ ANSWER_NUMBER = re.compile(r"(?<![\w.])(?P<sign>[-+−]?)\s*(?P<int>[0-9](?:[0-9
                            r"|\s*[x×*·]\s*10\s*(?:\^|\*\*)\s*(?P<pow>[-+−]?[0-9]+)"
                            r"|\s*[x×*·]\s*10(?P<sup>[⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+)"
                            r"|\s*(?:\^|\*\*)\s*(?P<power>[-+−]?[0-9]+)|(?P<superscript>[⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+))?")
-SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
+EXPONENT_SIGNS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺−", "0123456789-+-")  # superscripts and U+2212 as ASCII
 
 
 class WrittenError(ValueError):
@@ -135,12 +135,12 @@ def first_number(text: str) -> float | None:
         if match.group("int") is None and match.group("frac") is None:
             continue
         digits = re.sub(r"[,_ ]", "", match.group("int") or "0") + (match.group("frac") or "")
-        exponent = (match.group("exp") or match.group("pow") or match.group("sup") or "0").translate(SUPERSCRIPTS)
-        power = (match.group("power") or match.group("superscript") or "").translate(SUPERSCRIPTS)
+        exponent = (match.group("exp") or match.group("pow") or match.group("sup") or "0").translate(EXPONENT_SIGNS)
+        power = (match.group("power") or match.group("superscript") or "").translate(EXPONENT_SIGNS)
         try:
-            value = float(f"{digits}e{exponent.replace('−', '-')}")
+            value = float(f"{digits}e{exponent}")
             if power:
-                value = value ** int(power.replace("−", "-"))
+                value = value ** int(power)
         except (ValueError, OverflowError, ZeroDivisionError):
             return None
         value = -value if match.group("sign") in ("-", "−") else value
