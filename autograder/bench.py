@@ -74,7 +74,7 @@ from rich.table import Table
 
 from autograder.cohort import sample as cohort
 from autograder.grading.client import cores, overlaps
-from autograder.grading.results import GradeReport
+from autograder.model.results import GradeReport
 from autograder.report import submission_folder
 
 ROOT = Path(__file__).resolve().parents[1]

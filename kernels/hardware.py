@@ -72,6 +72,9 @@ def gpu(name: str) -> GPU:
     return matches[0]
 
 
+# The GPU targets the course compiles for (kernels.crosscompile), by their compute capability as Triton's
+# GPUTarget takes it: 80 is 8.0 (Ampere, the A100), 90 is 9.0 (Hopper), 100 is 10.0 (Blackwell).
+TARGETS = {"sm_80": 80, "sm_90": 90, "sm_100": 100}
 # Shared memory one thread block may use, at most, by compute capability (CUDA C++ Programming Guide,
 # "Compute Capabilities", table "Technical Specifications per Compute Capability": 163 KB for 8.0,
 # 227 KB for 9.0 and for 10.0; NVIDIA's KB there are KiB). kernels.crosscompile compares each build's

@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 from autograder.written import answers as wq
-from autograder.authoring.markers import TEXT_STUB, MarkerError, Region, replace_regions
+from autograder.model.markers import TEXT_STUB, MarkerError, Region, replace_regions
 
 IGNORED = ("__pycache__", ".pytest_cache", ".ipynb_checkpoints")
 HANDOUT_LINE = re.compile(r"^\s*Handout:\s*(§\S+.*?)\s*$", re.MULTILINE)

@@ -26,7 +26,7 @@ from autograder.cohort.executors import ExecutorError, LocalExecutor, Outcome, S
 from autograder.report import submission_folder, write_all
 from autograder.report.gradebook import Gradebook
 from autograder.report.text import clean
-from autograder.grading.results import GradeReport
+from autograder.model.results import GradeReport
 from autograder.grading.intake import submission_digest, submission_name
 
 GradeFn = Callable[[Path], GradeReport]

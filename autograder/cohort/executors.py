@@ -38,7 +38,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from autograder.cohort.course import ClusterOptions
-from autograder.grading.results import GradeReport
+from autograder.model.results import GradeReport
 
 Outcome = GradeReport | str
 # Slurm job states after which a task runs no more (PREEMPTED and TIMEOUT with a requeue come back as PENDING).

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from autograder.cohort.answers import default_course, released_keys
 from autograder.cohort.late import Lateness, feedback_lines, mark_adjusted, with_late_section
-from autograder.grading.results import GradeReport
+from autograder.model.results import GradeReport
 from autograder.report import one_folder, submission_folder, write_all
 from autograder.report.answers import AnswerKey
 from autograder.report.gradebook import MISSING, Final, Gradebook, finals

@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 from autograder.grading import stages
-from autograder.grading.results import GRADER_FAULT, GradeReport
+from autograder.model.results import GRADER_FAULT, GradeReport
 from autograder.grading.intake import submission_name
 
 ROOT = Path(__file__).resolve().parents[2]

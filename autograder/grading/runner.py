@@ -48,7 +48,7 @@ import kernels  # noqa: F401  (Triton's mode, before anything else)
 from autograder.static import checks, triton_rules
 from autograder.written import answers as written
 from autograder.grading import ahead, stages
-from autograder.grading.results import GradeReport
+from autograder.model.results import GradeReport
 from autograder.sandbox import policy, staging
 from autograder.sandbox.process import RemoteStudent, Worker
 from autograder.grading.intake import open_submission

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from autograder.grading.results import GradeReport, TestResult
+from autograder.model.results import GradeReport, TestResult
 
 UNCOUNTED = ("not_graded", "skipped")
 

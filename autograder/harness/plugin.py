@@ -23,7 +23,7 @@ import pytest
 from autograder.harness import edges, hooks
 from kernels import impl
 from autograder.harness.student import GraderOverloaded, LocalStudent, Student, unwrap_stub
-from autograder.grading.results import GradeReport, TestResult, summary_lines
+from autograder.model.results import GradeReport, TestResult, summary_lines
 
 # Selection by task (--task) and what a student's run prints: see those modules.
 pytest_plugins = ("autograder.harness.tasks", "autograder.harness.terminal")

@@ -8,7 +8,7 @@ Tests never import a student's package. They ask the `student` fixture:
 
 A *call* sends plain arguments to one function and gets plain data back. A *scenario* is a function
 in a `scenarios` module that drives student code (classes, autograd, context managers) on seeded
-inputs and returns plain data. Both cross `autograder.grading.wire` in both directions, so a test sees the
+inputs and returns plain data. Both cross `autograder.model.wire` in both directions, so a test sees the
 same values whether the student code runs in this process (`LocalStudent`, a student's `make test`,
 with ordinary tracebacks and pdb) or in the grader's sandboxed worker (`autograder.grading.runner`).
 """
@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, Callable
 
-from autograder.grading import wire
+from autograder.model import wire
 
 SCENARIO_MODULE_SUFFIX = ".scenarios"
 

@@ -25,7 +25,7 @@ import pytest
 
 from autograder.harness import tasks
 from autograder.harness.plugin import report_of, tree_of
-from autograder.grading.results import TestResult
+from autograder.model.results import TestResult
 
 _ON = pytest.StashKey[bool]()
 _TENSORS = pytest.StashKey[dict]()  # test id -> the summary of the tensors its assert_close compared

@@ -75,7 +75,7 @@ def timed_out(path: str, max_score: float, timeout: float) -> dict:
 
 def run_file(path: str, max_score: float, timeout: float) -> dict:
     """Run the test file in a child process with a deadline; the reporter's view of what came of it."""
-    from autograder.grading.results import GradeReport
+    from autograder.model.results import GradeReport
 
     with tempfile.TemporaryDirectory(prefix="classroom-step-") as tmp:
         target = Path(tmp) / "report.json"

@@ -15,8 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SKIPPED = frozenset({"__pycache__", ".pytest_cache", ".ipynb_checkpoints", ".hypothesis"})
 # What the student's release holds of the grader: the harness of the public tests, and the reading of the written
 # answers (`make check-answers`: autograder.written.check, with the handout's parser and the solution markers).
-HARNESS = ("autograder/__init__.py", "autograder/harness", "autograder/grading/__init__.py", "autograder/grading/wire.py",
-           "autograder/grading/results.py", "autograder/authoring/markers.py", "autograder/written/__init__.py",
+HARNESS = ("autograder/__init__.py", "autograder/harness", "autograder/model", "autograder/written/__init__.py",
            "autograder/written/answers.py", "autograder/written/check.py")
 ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # the earliest time a zip can hold: no build time leaks in
 

@@ -33,7 +33,7 @@ from autograder.package.collect import group_of
 from autograder.package.layout import assignments
 from autograder.package.nbgrader import course_config, use_this_environment, write_feedback
 from autograder.grading.notebook import SCAN_MARK
-from autograder.grading.results import GradeReport
+from autograder.model.results import GradeReport
 from autograder.report import write_all
 from autograder.report.parts import describe, parts_of
 from autograder.report.text import points

@@ -30,7 +30,7 @@ from pathlib import Path
 import nbformat
 
 from autograder.written import answers as written
-from autograder.authoring.markers import find_regions
+from autograder.model.markers import find_regions
 from autograder.package.collect import CollectedTest
 from autograder.package.layout import ROOT, files_of
 from autograder.package.notebook_tests import counted

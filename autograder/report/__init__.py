@@ -21,7 +21,7 @@ from pathlib import Path
 from autograder.report.gradescope import results_json
 from autograder.report.junit import junit_xml
 from autograder.report.markdown import feedback_markdown
-from autograder.grading.results import GradeReport
+from autograder.model.results import GradeReport
 from autograder.report.answers import AnswerKey
 
 __all__ = ["SUBMISSIONS", "feedback_markdown", "junit_xml", "one_folder", "results_json", "submission_folder",

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from autograder.grading.results import TestResult
+from autograder.model.results import TestResult
 
 
 @dataclass(frozen=True)

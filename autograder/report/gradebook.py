@@ -27,7 +27,7 @@ from typing import Iterator, NamedTuple
 
 from autograder.report.parts import COLUMNS as PART_COLUMNS, Parts, after_penalty, by_assignment
 from autograder.report.text import clean, rounded, safe_cell
-from autograder.grading.results import GradeReport
+from autograder.model.results import GradeReport
 
 SUBMISSIONS_TABLE = """
 CREATE TABLE IF NOT EXISTS {table} (

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from autograder.report.parts import as_dict, describe, parts_of
 from autograder.report.text import clean, explanation, rounded
-from autograder.grading.results import GradeReport, TestResult
+from autograder.model.results import GradeReport, TestResult
 from autograder.report.answers import AnswerKey, key_markdown
 
 SCHEMA = Path(__file__).with_name("gradescope_schema.json")

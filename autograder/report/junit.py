@@ -11,7 +11,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from autograder.report.text import clean, explanation, points, reason
-from autograder.grading.results import GradeReport, TestResult
+from autograder.model.results import GradeReport, TestResult
 
 ELEMENTS = {"failed": "failure", "not_implemented": "failure", "error": "error",
             "not_graded": "skipped", "skipped": "skipped", "manual": "skipped"}

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 
 from autograder.report.parts import fraction, parts_of, tail
 from autograder.report.text import clean, points, reason, short_name
-from autograder.grading.results import GradeReport, TestResult
+from autograder.model.results import GradeReport, TestResult
 from autograder.report.answers import AnswerKey, key_markdown
 
 MESSAGE_LINES = 6  # of a failure's message in the feedback; the full text is in report.json and junit.xml

@@ -15,7 +15,7 @@ from typing import Iterable, NamedTuple
 
 from autograder.report.text import points, rounded
 
-# The part each status of autograder.grading.results.STATUSES belongs to; any other status is graded.
+# The part each status of autograder.model.results.STATUSES belongs to; any other status is graded.
 AWAITING_HAND = ("manual",)
 NEEDS_GPU = ("not_graded",)
 # The parts' names in every view: a column's header in grades.csv and the cohort report, a phrase in prose.

@@ -48,7 +48,7 @@ from autograder.report.markdown import feedback_markdown
 from autograder.report.site_charts import write_charts
 from autograder.report.parts import NONE, Parts, after_penalty, by_assignment, parts_of
 from autograder.report.text import REASONS, points, rounded
-from autograder.grading.results import GradeReport
+from autograder.model.results import GradeReport
 
 REPORT_DIR = "report"
 SIMILARITY_PAGE = "similarity.html"  # written beside index.html by the similarity check, when it runs

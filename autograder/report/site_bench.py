@@ -19,7 +19,7 @@ from pathlib import Path
 
 from autograder.report import submission_folder, write_all
 from autograder.report.gradebook import Gradebook
-from autograder.grading.results import GradeReport, TestResult
+from autograder.model.results import GradeReport, TestResult
 
 # (assignment, module, tasks, test functions per task, cases per function)
 LAYOUT = (("resource_accounting", "flops", 16, 3, 3), ("flash_attention", "flash", 14, 3, 4))

@@ -15,7 +15,7 @@ from autograder.report.gradebook import SCORED
 from autograder.report.markdown import by_function
 from autograder.report.parts import NONE, Parts, by_assignment, describe, fraction, parts_of
 from autograder.report.text import REASONS, clean, points
-from autograder.grading.results import GradeReport, TestResult
+from autograder.model.results import GradeReport, TestResult
 
 STYLES = {
     "passed": "green",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from autograder.grading.results import TestResult
+from autograder.model.results import TestResult
 
 # What each status means to a reader, in the words the harness uses for its skip reasons.
 REASONS = {

@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from autograder.grading import wire
-from autograder.grading.results import GRADER_FAULT
+from autograder.model import wire
+from autograder.model.results import GRADER_FAULT
 from autograder.harness.student import GraderOverloaded, Student, scenario_name
 from autograder.sandbox import bwrap, staging, user
 from autograder.sandbox.cputime import Meter, backstop, descendants, usage

@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-FILES = ("autograder/grading/wire.py", "autograder/harness/student.py",
+FILES = ("autograder/model/wire.py", "autograder/harness/student.py",
          "autograder/sandbox/framing.py", "autograder/sandbox/worker.py")
 
 

@@ -24,7 +24,7 @@ def main() -> None:
     import kernels  # noqa: F401  (selects Triton's mode before anything imports Triton)
     import torch
 
-    from autograder.grading import wire
+    from autograder.model import wire
     from autograder.harness.student import resolve, scenario_name
     from autograder.sandbox.framing import FrameError, read_frame, write_frame
     from kernels.device import warm_dispatch

@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
-from autograder.authoring.markers import TEXT_STUB, find_regions
-from autograder.grading.results import TestResult
+from autograder.model.markers import TEXT_STUB, find_regions
+from autograder.model.results import TestResult
 
 ROOT = Path(__file__).resolve().parents[2]
 ANSWERS = "answers.md"

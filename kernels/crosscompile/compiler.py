@@ -21,8 +21,7 @@ from pathlib import Path
 from kernels.crosscompile.dryrun import require_compiler
 from kernels.crosscompile.offsets import int32_offsets
 from kernels.crosscompile.report import build_problems, shorten, verdict
-
-TARGETS = {"sm_80": 80, "sm_90": 90, "sm_100": 100}
+from kernels.hardware import TARGETS
 # (PTX opcode prefix, name): the tensor-core instructions of each generation.
 TENSOR_CORE_OPS = (("tcgen05.mma", "tcgen05"), ("wgmma.mma_async", "wgmma"), ("mma.sync", "mma.sync"))
 # Triton's launch defaults, used for a kernel launched without options and not autotuned.

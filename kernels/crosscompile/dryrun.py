@@ -83,9 +83,8 @@ def gpu_answers(target: str = "sm_90") -> dict[str, Callable]:
     """{name: function} for torch.cuda inside as_on_a_gpu(target): one GPU, the course's GPU of that
     architecture (kernels.hardware.ARCHITECTURE_GPUS: an H100 for sm_90, an A100 for sm_80, a B200 for
     sm_100), with its compute capability (sm_90: (9, 0)), and nothing to wait for or to switch to."""
-    from kernels.crosscompile.compiler import TARGETS
     from kernels.hardware import (ARCHITECTURE_GPUS, MAX_THREADS_PER_BLOCK, REGISTERS_PER_BLOCK,
-                                  SHARED_MEMORY_PER_BLOCK, gpu)
+                                  SHARED_MEMORY_PER_BLOCK, TARGETS, gpu)
 
     if target not in TARGETS:
         raise ValueError(f"unknown target {target!r}; targets {list(TARGETS)}")

@@ -14,7 +14,7 @@ import pytest
 from autograder import bench
 from autograder.cohort import sample as cohort
 from autograder.grading.notebook import read_modules
-from autograder.grading.results import GradeReport
+from autograder.model.results import GradeReport
 from autograder.grading.runner import COMPILE_CHECKS, TIMINGS
 from kernels.impl import packages
 

@@ -14,8 +14,8 @@ import pytest
 import autograder.grading.client
 from autograder.cli import build_parser, main
 from autograder.report import write_all
-from autograder.grading.results import GradeReport
-from autograder.grading.results import TestResult as Result
+from autograder.model.results import GradeReport
+from autograder.model.results import TestResult as Result
 from tests.autograder.report.test_gradebook import make_cohort, toy_grade
 
 ROOT = Path(__file__).resolve().parents[2]

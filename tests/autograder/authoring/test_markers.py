@@ -2,7 +2,7 @@
 
 import pytest
 
-from autograder.authoring.markers import MarkerError, find_regions, replace_regions
+from autograder.model.markers import MarkerError, find_regions, replace_regions
 
 SOURCE = """def f(x):
     y = x + 1

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from autograder.authoring import stubs
-from autograder.authoring.markers import MarkerError
+from autograder.model.markers import MarkerError
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -5,8 +5,8 @@ import pytest
 
 from autograder.cohort.batch import BatchError, run_batch
 from autograder.cohort.executors import done, read_report, write_atomically
-from autograder.grading.results import GradeReport
-from autograder.grading.results import TestResult as Result
+from autograder.model.results import GradeReport
+from autograder.model.results import TestResult as Result
 from tests.autograder.report.test_gradebook import make_cohort, quiet, toy_grade
 
 

@@ -13,7 +13,7 @@ from autograder.cli import main
 from autograder.cohort.course import load_late
 from autograder.cohort.late import ANY
 from autograder.cohort.roster import settle
-from autograder.grading.results import GradeReport
+from autograder.model.results import GradeReport
 from autograder.report.gradebook import Gradebook, audit
 from autograder.report.lms import LmsError, write_canvas, write_plain
 from tests.autograder.cohort.test_roster import PACIFIC, POLICY, book_of, course, report

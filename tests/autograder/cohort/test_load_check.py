@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from autograder.cohort.load_check import ROOT, commit, compare, conclude, results
-from autograder.grading.results import GradeReport
-from autograder.grading.results import TestResult as Result
+from autograder.model.results import GradeReport
+from autograder.model.results import TestResult as Result
 from autograder.report.gradebook import Gradebook
 
 ALPHA = "tests/alpha/test_toy.py::test_"

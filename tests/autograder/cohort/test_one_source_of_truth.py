@@ -31,7 +31,7 @@ from autograder.cohort.batch import run_batch
 from autograder.cohort.course import AssignmentPolicy, LatePolicy
 from autograder.cohort.late import ANY
 from autograder.cohort.publish import publish
-from autograder.grading.results import GradeReport, TestResult
+from autograder.model.results import GradeReport, TestResult
 from autograder.report.gradebook import Gradebook, answer_digest, store_manual
 from autograder.report.text import points
 from tests.autograder.report.test_gradebook import quiet

@@ -16,8 +16,8 @@ from autograder.cohort.batch import BatchError, run_batch
 from autograder.cohort.course import CourseError, Student, check, load_adjustments, load_roster
 from autograder.cohort.late import ANY
 from autograder.cohort.roster import RosterError, for_gradescope, match, settle
-from autograder.grading.results import GradeReport
-from autograder.grading.results import TestResult as Result
+from autograder.model.results import GradeReport
+from autograder.model.results import TestResult as Result
 from autograder.package.gradescope import course_file
 from autograder.report import write_all
 from autograder.report.gradebook import SUBMISSIONS_TABLE, Gradebook, audit, finals, roster

@@ -22,13 +22,13 @@ import pytest
 import torch
 
 from autograder.grading import intake as submission
-from autograder.grading import wire
+from autograder.model import wire
 from autograder.static import checks, source
 from autograder.cohort.batch import run_batch
 from autograder.grading.client import ServerPool
 from autograder.grading.notebook import MAX_CELLS, read_modules
 from autograder.report import write_all
-from autograder.grading.results import MAX_LOG_LINES, GradeReport, TestResult
+from autograder.model.results import MAX_LOG_LINES, GradeReport, TestResult
 from autograder.sandbox import policy
 from autograder.sandbox.process import RemoteStudent, StudentError, Worker, WorkerError
 from autograder.sandbox.staging import build_lib, remove_tree

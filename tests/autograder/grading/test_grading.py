@@ -18,7 +18,7 @@ import pytest
 from autograder.cohort import sample as cohort
 from autograder.cohort.batch import run_batch
 from autograder.grading.client import ServerPool, grade
-from autograder.grading.results import GradeReport
+from autograder.model.results import GradeReport
 
 ROOT = Path(__file__).resolve().parents[3]
 ASSIGNMENT = "resource_accounting"

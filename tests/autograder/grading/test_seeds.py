@@ -21,7 +21,7 @@ from autograder import cli
 from autograder.cohort import sample as cohort
 from autograder.grading import client
 from autograder.grading.client import grade, seed_for
-from autograder.grading.results import GradeReport
+from autograder.model.results import GradeReport
 from autograder.package import nbgrader_scores
 from autograder.package.layout import ROOT
 from autograder.report.gradebook import Gradebook

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 from autograder.cohort import sample as cohort
 from autograder.grading.client import grade
-from autograder.grading.results import GradeReport
+from autograder.model.results import GradeReport
 from autograder.grading.runner import TIMINGS, GraderPlugin
 
 COMPILE_TEST = "autograder/suites/gpu_kernels/test_gpu_compile.py::test_gelu_kernel_builds_for_the_course_gpu[bf16]"

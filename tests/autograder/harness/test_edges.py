@@ -3,7 +3,7 @@
 import pytest
 
 from autograder.harness.edges import settle
-from autograder.grading.results import GradeReport, TestResult
+from autograder.model.results import GradeReport, TestResult
 
 
 def result(name: str, status: str, task: str = "memory.get_memory_usage", assignment: str = "resource_accounting"):

@@ -9,7 +9,7 @@ import yaml
 
 from autograder.package.classroom import REPORTER, WORKFLOW
 from autograder.package.classroom_step import STEP_TIMEOUT, result
-from autograder.grading.results import GradeReport, TestResult
+from autograder.model.results import GradeReport, TestResult
 from autograder.package.layout import ROOT
 from tests.autograder.package.conftest import ASSIGNMENT, HANG_TIMEOUT, clean_env
 

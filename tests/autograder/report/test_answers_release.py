@@ -15,7 +15,7 @@ import jsonschema
 import pytest
 
 from autograder.cohort.publish import publish
-from autograder.grading.results import GradeReport, TestResult
+from autograder.model.results import GradeReport, TestResult
 from autograder.package import gradescope, release
 from autograder.package.layout import ROOT
 from autograder.report import feedback_markdown, results_json

@@ -21,8 +21,8 @@ from rich.console import Console
 
 from autograder.cohort.batch import BatchError, run_batch, submission_digest, submission_entries
 from autograder.report.gradebook import Gradebook
-from autograder.grading.results import GradeReport
-from autograder.grading.results import TestResult as Result
+from autograder.model.results import GradeReport
+from autograder.model.results import TestResult as Result
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -17,7 +17,7 @@ from markdown_it import MarkdownIt
 from autograder.cohort.batch import run_batch
 from autograder.cohort.course import AssignmentPolicy, LatePolicy
 from autograder.cohort.late import ANY
-from autograder.grading.results import GradeReport, TestResult
+from autograder.model.results import GradeReport, TestResult
 from tests.autograder.report.test_gradebook import quiet
 
 DUE = datetime(2027, 1, 20, 17, 0, tzinfo=timezone.utc)

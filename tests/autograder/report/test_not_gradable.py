@@ -15,7 +15,7 @@ import pytest
 
 from autograder.cohort.batch import run_batch
 from autograder.grading.intake import open_submission
-from autograder.grading.results import GradeReport, TestResult
+from autograder.model.results import GradeReport, TestResult
 from autograder.report import write_all
 from autograder.report.gradebook import SCHEMA, Gradebook
 from autograder.report.gradescope import results_json, schema

@@ -11,7 +11,7 @@ import json
 from rich.console import Console
 
 from autograder.cohort.batch import run_batch
-from autograder.grading.results import GradeReport, TestResult
+from autograder.model.results import GradeReport, TestResult
 from autograder.package.nbgrader_scores import TestCell, comment, scored, why_they_differ
 from autograder.report import write_all
 from autograder.report.gradescope import results_json

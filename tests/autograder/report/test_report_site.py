@@ -21,7 +21,7 @@ from autograder.cli import main as cli_main
 from autograder.report.gradebook import Gradebook
 from autograder.report.site import HELP_ROWS, write_site
 from autograder.report.site_bench import synthetic_cohort
-from autograder.grading.results import GradeReport, TestResult
+from autograder.model.results import GradeReport, TestResult
 
 ROOT = Path(__file__).resolve().parents[3]
 HOSTILE_NAME = "<script>alert('name')</script>"

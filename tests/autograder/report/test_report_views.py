@@ -10,7 +10,7 @@ import sqlite3
 from html.parser import HTMLParser
 from pathlib import Path
 
-from autograder.grading.results import GradeReport, TestResult
+from autograder.model.results import GradeReport, TestResult
 from autograder.report.gradebook import Gradebook
 from autograder.report.site import load, needs_help, write_site
 

@@ -18,8 +18,8 @@ from autograder.report.gradescope import schema
 from autograder.report.markdown import cut
 from autograder.report.terminal import gradebook_table, print_report
 from autograder.report.text import clean
-from autograder.grading.results import GradeReport
-from autograder.grading.results import TestResult as Result
+from autograder.model.results import GradeReport
+from autograder.model.results import TestResult as Result
 
 HOSTILE = "AssertionError: expected 12, got 10\n````\n# injected heading\n<script>x</script> [bold]no[/] \x1b[2J\x00"
 

@@ -31,7 +31,7 @@ from rich.console import Console
 from autograder.cohort import sample as cohort
 from autograder.package import gradescope
 from autograder.report.terminal import print_report
-from autograder.grading.results import GradeReport
+from autograder.model.results import GradeReport
 from autograder.sandbox import policy, user
 from autograder.sandbox.process import LAUNCHER
 

@@ -210,7 +210,7 @@ def test_the_worker_cannot_write_outside_its_scratch_folder(student, protections
     if not protections.bwrap:
         pytest.skip("bubblewrap is not active here: " + protections.lines()[0])
     with pytest.raises(StudentError):
-        call(student, "write_outside", "/sandbox/lib/autograder/grading/wire.py")
+        call(student, "write_outside", "/sandbox/lib/autograder/model/wire.py")
     with pytest.raises(StudentError):
         call(student, "write_outside", str(tmp_path / "forged.json"))
     assert not (tmp_path / "forged.json").exists()

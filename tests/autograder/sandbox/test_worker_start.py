@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.grading.results import GRADER_FAULT
+from autograder.model.results import GRADER_FAULT
 from autograder.harness.student import GraderOverloaded
 from autograder.sandbox import bwrap, policy
 from autograder.sandbox.process import GraderFault, RemoteStudent, Worker, WorkerError

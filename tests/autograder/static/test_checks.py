@@ -144,7 +144,7 @@ def test_the_reference_attention_is_forbidden_however_it_is_imported(tmp_path):
 
 
 def test_importing_the_grader_is_a_violation_for_every_task(tmp_path):
-    memory = ("import tests.resource_accounting.scenarios\nfrom autograder.grading import wire\nimport importlib\n"
+    memory = ("import tests.resource_accounting.scenarios\nfrom autograder.model import wire\nimport importlib\n"
               "importlib.import_module('solutions.flops')\n")
     found = flops(tmp_path, "X = 1\n", **{"memory.py": memory})
     assert [(v.file, v.line, v.blocks) for v in found] == [("memory.py", 1, ("*",)), ("memory.py", 2, ("*",)),

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from autograder.cohort.course import CourseError, check, load_answers_release
-from autograder.grading.results import TestResult
+from autograder.model.results import TestResult
 from autograder.cohort.answers import main, released_keys
 from autograder.report.answers import key_markdown
 from autograder.written.answer_key import answer_key, course_assignments, hidden_tests

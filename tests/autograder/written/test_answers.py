@@ -231,7 +231,7 @@ def test_a_symlinked_answers_file_is_not_followed(tmp_path):
 def test_the_students_copy_of_a_handout_parses_without_keys():
     """The released handout has the stub's placeholder where each solution block was: it parses (for `make
     check-answers`), with the same questions and parts and no key; the authors' parse still demands the keys."""
-    from autograder.authoring.markers import TEXT_STUB, replace_regions
+    from autograder.model.markers import TEXT_STUB, replace_regions
 
     released = replace_regions(QUESTION, "README.md", lambda region: TEXT_STUB)
     questions = parse_handout(released, released=True)

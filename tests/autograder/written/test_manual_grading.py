@@ -25,7 +25,7 @@ from autograder.cli import main
 from autograder.report.gradebook import Gradebook, manual_scores
 from autograder.report.terminal import gradebook_table
 from autograder.report.text import FORMULA_START, safe_cell
-from autograder.grading.results import GradeReport, TestResult
+from autograder.model.results import GradeReport, TestResult
 from autograder.written.answers import handout_questions, written_results
 from autograder.written.manual import ManualError, export, import_sheet, row_ids
 

@@ -14,7 +14,7 @@ from rich.console import Console
 from autograder.report import feedback_markdown, junit_xml, results_json
 from autograder.report.gradescope import schema
 from autograder.report.terminal import print_report
-from autograder.grading.results import GradeReport, TestResult, summary_lines
+from autograder.model.results import GradeReport, TestResult, summary_lines
 
 RA = "resource_accounting"
 ANSWER = "The weight is read once per step <script>x</script>"
