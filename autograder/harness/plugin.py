@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import inspect
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -211,6 +213,36 @@ class _Handoff:
             self.config.stash.setdefault(_EDGES, set()).add(handed["result"]["name"])
 
 
+# A field of a test's docstring: a line that starts with one capitalised word and a colon ("Hint: ...").
+FIELD = re.compile(r"^([A-Z][a-z]+):\s+(.*)$")
+
+
+def checks_and_hint(doc: str | None) -> tuple[str, str]:
+    """What a test checks and its hint, each on one line, from its docstring.
+
+    The check is the first paragraph (up to a blank line or a `Hint:` line). The hint starts at the line
+    `Hint: ...` and runs on over the lines after it until a blank line or another field, so a hint
+    written over several lines reaches the student whole.
+    """
+    lines = [line.strip() for line in inspect.cleandoc(doc or "").splitlines()]
+    checks = []
+    for line in lines:
+        if not line or line.startswith("Hint:"):
+            break
+        checks.append(line)
+    hint, inside = [], False
+    for line in lines:
+        field = FIELD.match(line)
+        if field:
+            inside = field.group(1) == "Hint"
+            hint += [field.group(2)] if inside else []
+        elif not line:
+            inside = False
+        elif inside:
+            hint.append(line)
+    return " ".join(" ".join(checks).split()), " ".join(" ".join(hint).split())
+
+
 def _record(item: pytest.Item, state: dict) -> TestResult | None:
     points = points_of(item)
     if points is None:
@@ -219,9 +251,7 @@ def _record(item: pytest.Item, state: dict) -> TestResult | None:
         item.config.stash.setdefault(_EDGES, set()).add(item.nodeid)
     visibility = item.get_closest_marker("visibility")
     task = item.get_closest_marker("task")
-    doc = (getattr(item, "obj", None).__doc__ or "").strip() if hasattr(item, "obj") else ""
-    checks, _, rest = doc.partition("\n\n")
-    hint = next((line.strip()[5:].strip() for line in rest.splitlines() if line.strip().startswith("Hint:")), "")
+    checks, hint = checks_and_hint(getattr(item, "obj", None).__doc__ if hasattr(item, "obj") else "")
     result = TestResult(
         name=item.nodeid,
         assignment=assignment_of(item),
@@ -230,7 +260,7 @@ def _record(item: pytest.Item, state: dict) -> TestResult | None:
         message=state["message"],
         visibility=visibility.args[0] if visibility else "visible",
         task=task.args[0] if task else "",
-        checks=" ".join(checks.split()),
+        checks=checks,
         hint=hint,
     )
     item.config.stash[_REPORT].tests.append(result)

@@ -29,7 +29,8 @@ def test_benchmark_runs_fn_warmup_plus_rep_times_with_its_arguments(student):
 @pytest.mark.points(2)
 @pytest.mark.task("measure.benchmark")
 def test_benchmark_returns_the_median_of_the_timed_runs_only(student):
-    """Two functions whose calls sleep 0.2 s or nothing, 2 warm-up and 7 timed calls each:
+    """benchmark returns the median of its timed calls alone, for two functions whose calls sleep 0.2 s or
+    nothing (2 warm-up and 7 timed calls each).
 
     - warm-up calls instant, then 3 instant and 4 slow timed calls: the median is a slow call (≥ 0.2 s);
       not warming up, or counting the warm-up calls, puts the median on an instant call; the mean is 0.11 s;
