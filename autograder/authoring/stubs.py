@@ -6,7 +6,9 @@
 Python files: each solution region becomes `raise NotImplementedError("...")`, indented like its
 marker, with a message naming the function, its file and the handout section given by the function's
 docstring line `Handout: §N Title`. Markdown files (handouts): a solution region becomes "*Your answer
-here.*". Hidden-test regions are dropped everywhere. Every other file is copied byte for byte. A package
+here.*", and a generated region (autograder.authoring.regions: the static checks' rules, written from their
+definitions) is written again, in the students' copy and in the solution's handout itself. Hidden-test
+regions are dropped everywhere. Every other file is copied byte for byte. A package
 whose handout (README.md) has written questions also gets its students' answers file, answers.md
 (autograder.written.answers's template: a section per question, a line per numeric part), and the solution's
 answers.md, the same filled with the keys and model answers, is written beside the handout.
@@ -22,6 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from autograder.authoring import regions
 from autograder.written import answers as wq
 from autograder.model.markers import TEXT_STUB, MarkerError, Region, replace_regions
 
@@ -110,12 +113,26 @@ def _write(source: Path, target: Path) -> list[str]:
         if path.suffix == ".py":
             out.write_text(python_stub(path.read_text(encoding="utf-8"), relpath), encoding="utf-8")
         elif path.suffix == ".md":
-            text = path.read_text(encoding="utf-8")
+            text = _filled(path.read_text(encoding="utf-8"), rel)
             out.write_text(replace_regions(text, relpath, lambda region: TEXT_STUB), encoding="utf-8")
         else:
             shutil.copyfile(path, out)
         written.append(relpath)
     return written + _answers_files(source, target)
+
+
+def _filled(text: str, rel: Path) -> str:
+    """A Markdown file with its generated regions written for the package that holds it."""
+    return regions.fill(text, rel.parts[0], rel.as_posix()) if len(rel.parts) > 1 else text
+
+
+def generated_handouts(source: Path) -> dict[Path, str]:
+    """Each Markdown file of a package in `source`: path -> the text it must hold, generated regions written."""
+    found = {}
+    for path in sorted(source.glob("*/*.md")):
+        if not any(part in IGNORED for part in path.relative_to(source).parts):
+            found[path] = _filled(path.read_text(encoding="utf-8"), path.relative_to(source))
+    return found
 
 
 def _handout_questions(source: Path) -> dict[str, list]:
@@ -162,8 +179,8 @@ def differences(expected: Path, actual: Path) -> list[str]:
 
 
 def check(source: Path, target: Path) -> list[str]:
-    """What `generate` (and `write_model_answers`) would change; empty when in sync."""
-    stale = [str(path) for path, text in model_answers(source).items()
+    """What `generate` (and `write_model_answers`, `write_generated`) would change; empty when in sync."""
+    stale = [str(path) for path, text in {**generated_handouts(source), **model_answers(source)}.items()
              if not path.is_file() or path.read_text(encoding="utf-8") != text]
     with tempfile.TemporaryDirectory() as tmp:
         fresh = Path(tmp) / "stubs"
@@ -171,6 +188,16 @@ def check(source: Path, target: Path) -> list[str]:
         if not target.is_dir():
             return stale + ["(the whole tree is missing)"]
         return stale + differences(fresh, target)
+
+
+def write_generated(source: Path) -> list[Path]:
+    """Write the generated regions of the solution's handouts in `source`; returns the paths that changed."""
+    changed = []
+    for path, text in generated_handouts(source).items():
+        if path.read_text(encoding="utf-8") != text:
+            path.write_text(text, encoding="utf-8")
+            changed.append(path)
+    return changed
 
 
 def write_model_answers(source: Path) -> list[Path]:
@@ -196,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 1
             print(f"{args.target}/ is in sync with {args.source}/")
             return 0
+        write_generated(args.source)
         written = generate(args.source, args.target)
         write_model_answers(args.source)
     except MarkerError as exc:

@@ -68,7 +68,7 @@ def _gpu_config(dtype: torch.dtype) -> dict:
     """Your choice for inputs of `dtype` on a GPU: a dict of the tile sizes BLOCK_M, BLOCK_N, BLOCK_K and
     GROUP_M (the kernel's constexprs) and the launch options num_warps (32 threads each) and num_stages
     (the K steps of A and B tiles the software pipeliner keeps in shared memory). §4 says what bounds
-    them; the build check (§10) builds them for the course GPU, the GPU speed tests time them, and T9
+    them; the build check (§A.4) builds them for the course GPU, the GPU speed tests time them, and T9
     asks you to justify them. Called on a GPU only (and by the build check, as on a GPU).
 
     Handout: §4 A tiled matmul with a fused epilogue

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-# Tolerances against float64 (handout §12 How this is graded).
+# Tolerances against float64 (handout §A.6 The tests).
 FP32 = dict(atol=1e-4, rtol=1e-4)
 HALF = {torch.bfloat16: dict(atol=2e-2, rtol=2e-2), torch.float16: dict(atol=1e-2, rtol=1e-2)}
 

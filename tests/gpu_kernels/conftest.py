@@ -2,7 +2,7 @@
 
 Expected values are PyTorch's own GeLU (tanh approximation), softmax and matmul computed in float64 on
 the CPU from the very inputs the student's kernel got (bf16/fp16 inputs are rounded already), never
-from the student's code. Tolerances (handout §10): |got - expected| <= atol + rtol * |expected|, with
+from the student's code. Tolerances (handout §A.3): |got - expected| <= atol + rtol * |expected|, with
 fp32 atol = rtol = 1e-4; bf16 2e-2 and fp16 1e-2 for GeLU; a softmax in bf16/fp16 with the same rtol
 and an atol of 1e-6 (its probabilities are mostly far below 2e-2, so an atol of 2e-2 would check almost
 none of them; 1e-6 covers fp16's subnormals); a matmul in bf16/fp16 is compared with 2e-2 / 1e-2 of its

@@ -2,7 +2,7 @@
 
 Shapes, tiles and seeds are drawn from the run's seed (the `seed` fixture, fixed with --seed), one
 random.Random per test. Expected values are the public suite's float64 naive attention and float64
-autograd (tests/flash_attention/conftest.py), with the handout's tolerances (§12). Times are taken
+autograd (tests/flash_attention/conftest.py), with the handout's tolerances (§A.6). Times are taken
 here, with this process's clock, around whole calls into the worker.
 """
 

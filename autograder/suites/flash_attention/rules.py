@@ -1,4 +1,5 @@
-"""Static rules of flash_attention, as the handout's "Forbidden in ..." lines (§3, §5, §8) state them.
+"""Static rules of flash_attention, as the handout's "Forbidden in ..." lines (§3, §5, §8) state them; the
+handout's appendix (§A.1, §A.2) is generated from them.
 
 The whole-row softmax is forbidden in every spelling (torch.softmax, F.softmax, x.softmax(...),
 torch.logsumexp, ...), not only the two the handout names: any of them needs the whole score row.
@@ -32,7 +33,8 @@ RULES: list[Rule] = [
         modules=("flash_triton",),
         forbidden=("flash_attention.flash_pytorch", "make_block_ptr", "triton.language.advance"),
         reason="the computation must be Triton kernels with plain pointer arithmetic (no flash_pytorch "
-               "functions, no block pointers); see the handout §8",
+               "functions, no block pointers: the locked Triton 3.7.1 has them, but they raise in Triton 3.9); "
+               "see the handout §8",
     ),
     Rule(
         name="uses triton",
@@ -54,6 +56,6 @@ TRITON_RULES: list[TritonRules] = [
             "FlashAttentionTriton.forward": ("ctx", "q", "k", "v"),
             "FlashAttentionTriton.backward": ("ctx", "do"),
         },
-        section="§8",
+        section="§A.1",
     ),
 ]

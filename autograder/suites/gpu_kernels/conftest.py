@@ -2,7 +2,7 @@
 
 Shapes, strides, block sizes and seeds are drawn from the run's seed (the `seed` fixture, fixed with
 --seed), one random.Random per test. Expected values are the public suite's float64 GeLU, softmax and
-matmul (tests/gpu_kernels/conftest.py), with the handout's tolerances (§10). Times are taken here,
+matmul (tests/gpu_kernels/conftest.py), with the handout's tolerances (§A.3). Times are taken here,
 with this process's clock, around whole calls into the worker.
 """
 

@@ -145,7 +145,8 @@ def test_every_stub_names_its_function_file_and_an_existing_handout_section():
     for path, qualname, message in found:
         rel = path.relative_to(ROOT / "assignments").as_posix()
         assert message.startswith(f"{qualname} in {rel} is not implemented yet"), (path, message)
-        section = re.search(r"handout (§\S+)", message).group(1)
+        section = re.search(r"handout (§\S+ [^)]+)\)", message).group(1)
         handout = (ROOT / "assignments" / rel.split("/")[0] / "README.md").read_text()
-        assert re.search(rf"^#+ {re.escape(section)} ", handout, re.MULTILINE), (
-            f"{rel}: {qualname} points to handout {section}, which has no such heading")
+        assert re.search(rf"^#+ {re.escape(section)}$", handout, re.MULTILINE), (
+            f"{rel}: {qualname} points to handout {section}, which is not a heading of the handout (its number "
+            "and title)")
