@@ -39,7 +39,7 @@ from typing import Callable
 import kernels  # noqa: F401  (select the interpreter before Triton is imported)
 import torch
 import torch.nn.functional as F
-from kernels import impl
+from kernels import course, impl
 from kernels.bench import benchmark
 from kernels.hardware import GPU, GPUS, gpu
 from kernels.roofline import use_tree
@@ -291,6 +291,11 @@ def write_csv(rows: list[dict], path: Path) -> None:
             writer.writerow({column: "" if row.get(column) is None else row[column] for column in CSV_COLUMNS})
 
 
+def figure_title(tree: str) -> str:
+    """The plot's title begins with the assignment, by its number in the course (kernels/course.py)."""
+    return f"Assignment {course.number('gpu_kernels')}, gpu_kernels ({tree})"
+
+
 def titles(plan: Plan, roof: Roof, tree: Path) -> dict[str, str]:
     gpu_ = roof.gpu
     where = (f"{str(plan.dtype).removeprefix('torch.')}, {plan.device} ({tree.name}); roofline: {roof.label}"
@@ -407,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = run_plan(plan, found, roof)
     print_tables(rows, titles(plan, roof, tree))
     write_csv(rows, args.out / "bench_kernels.csv")
-    plot(rows, args.out / "bench_kernels.png", f"gpu_kernels ({tree.name}), {plan.device}; roofline: {roof.label}")
+    plot(rows, args.out / "bench_kernels.png", f"{figure_title(tree.name)}, {plan.device}; roofline: {roof.label}")
     print(f"wrote {args.out / 'bench_kernels.csv'} and {args.out / 'bench_kernels.png'}")
     failures = [f"{r['table']} {r['shape']}" for r in rows if failed(r)]
     if failures:

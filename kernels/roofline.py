@@ -4,9 +4,10 @@
 
 The attainable FLOP/s come from the implementation tree's own `resource_accounting.flops.
 attainable_flops_per_sec` (handout §4): in the student release, `make roofline` draws the roofline
-with your function (and says so while it still raises NotImplementedError). Assignment 3's kernels
-join the plot (square markers) once the tree's `gpu_kernels/cost.py` counts them (its handout, §5);
-until then the plot leaves them out and says why.
+with your function (and says so while it still raises NotImplementedError). The kernels of the
+gpu_kernels assignment join the plot (square markers) once the tree's `gpu_kernels/cost.py` counts them
+(its handout, §5); until then the plot leaves them out and says why. The title names that assignment by
+its number in the course (kernels/course.py).
 
 A kernel doing F FLOPs while moving B bytes between HBM and the chip has arithmetic intensity I = F / B
 (FLOP/byte). It can run no faster than the compute peak, nor than bandwidth × I FLOP/s:
@@ -28,7 +29,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from kernels import impl
+from kernels import course, impl
 from kernels.hardware import GPU, gpu
 
 BF16_BYTES = 2
@@ -80,7 +81,7 @@ def lecture_ops(n: int = 1024, bytes_per_element: float = BF16_BYTES) -> tuple[O
     )
 
 
-# Assignment 3's kernels as the plot shows them, in bf16: (label, cost function, its arguments).
+# The gpu_kernels assignment's kernels as the plot shows them, in bf16: (label, cost function, its arguments).
 KERNEL_SHAPES = (
     ("gelu_triton", "elementwise_cost", (2**24,), {}),
     ("softmax_triton", "softmax_cost", (4096, 4096), {}),
@@ -88,8 +89,13 @@ KERNEL_SHAPES = (
 )
 
 
+# Who the square markers belong to, and the plot's title: the assignment's number comes from the course table.
+KERNELS = f"the kernels of Assignment {course.number('gpu_kernels')} (gpu_kernels)"
+TITLE = f"Roofline in bf16: the lecture's operations (circles) and {KERNELS} (squares)"
+
+
 def kernel_ops() -> tuple[tuple[Op, ...], str]:
-    """Assignment 3's kernels counted by the tree's gpu_kernels.cost, and the unfused matmul + bias + GeLU
+    """The gpu_kernels assignment's kernels counted by the tree's gpu_kernels.cost, and the unfused matmul + bias + GeLU
     (the fused kernel's FLOPs, its bytes plus fusion_savings); or no op and the reason when the tree's
     cost functions are missing or not written yet."""
     import torch
@@ -174,7 +180,7 @@ def plot(out: Path, gpus: tuple[str, ...] = PLOTTED_GPUS) -> Path:
         ax.annotate(f"{p.op} ({p.intensity:.3g})", (p.intensity, p.attainable_flops_per_sec),
                     textcoords="offset points", xytext=(-6, 6), ha="right", fontsize=8, color="dimgray")
     ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte)",
-           ylabel="attainable FLOP/s (bf16, dense)", title="Roofline in bf16: the lecture's operations (circles), Assignment 3's kernels (squares)")
+           ylabel="attainable FLOP/s (bf16, dense)", title=TITLE)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(loc="lower right")
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -192,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {plot(args.out)}")
         skipped = kernel_ops()[1]
         if skipped:
-            print(f"Assignment 3's kernels are not on the plot: {skipped}; write it (its handout, §5) to see them")
+            print(f"{KERNELS[0].upper()}{KERNELS[1:]} are not on the plot: {skipped}; write it (its handout, §5) "
+                  "to see them")
     except impl.ImplError as exc:
         parser.error(str(exc))
     except NotImplementedError as exc:

@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 SECTION = re.compile(r"[Hh]andout:?\s*§(\d+)\s*([^)\n]*)")
-ASSIGNMENT_NUMBER = re.compile(r"^#\s*Assignment\s+(\d+)", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -89,12 +88,3 @@ def locate(tree: Path, root: Path, assignment: str, task: str) -> Place | None:
     except ValueError:
         shown = str(path)
     return Place(shown, node.lineno, *(section or (None, "")))
-
-
-def assignment_number(tree: Path, assignment: str) -> int | None:
-    """The N of the handout's title "# Assignment N: ...", which orders the assignments."""
-    try:
-        found = ASSIGNMENT_NUMBER.search((tree / assignment / "README.md").read_text(encoding="utf-8"))
-    except OSError:
-        return None
-    return int(found.group(1)) if found else None

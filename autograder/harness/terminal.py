@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from autograder.harness import tasks
+from kernels import course
 from autograder.harness.plugin import report_of, tree_of
 from autograder.model.results import TestResult
 
@@ -62,7 +63,7 @@ class Group:
         section = (self.place.section, self.place.title) if self.place and self.place.section else \
             tasks.section_of(first.message)
         self.section, self.title = section or (None, "")
-        number = tasks.assignment_number(tree, first.assignment)
+        number = course.number(first.assignment) if first.assignment in course.packages() else None
         self.order = (number is None, number or 0, first.assignment, self.section is None, self.section or 0, index)
 
     @property
@@ -76,7 +77,8 @@ class Group:
 
 
 def groups(config: pytest.Config, statuses: tuple[str, ...]) -> list[Group]:
-    """The tasks with a test of one of `statuses`, in handout order (assignment number, section)."""
+    """The tasks with a test of one of `statuses`, in handout order (the assignment's number in the course,
+    kernels/course.py, then the section)."""
     found: dict[tuple[str, str], Group] = {}
     for index, test in enumerate(report_of(config).tests):
         if test.status in statuses:

@@ -1,1 +1,1 @@
-"""Public tests of assignment 2, flash_attention (handout: assignments/flash_attention/README.md)."""
+"""Public tests of assignment 3, flash_attention (handout: assignments/flash_attention/README.md)."""

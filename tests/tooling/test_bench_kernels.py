@@ -216,3 +216,10 @@ def test_without_quick_on_a_cpu_it_exits_2_and_says_what_to_do(tmp_path, capsys)
     message = capsys.readouterr().err
     assert "CUDA GPU" in message and "--quick" in message and "Triton interpreter" in message
     assert not (tmp_path / "out").exists()
+
+
+def test_the_plots_title_names_the_assignment_by_its_number_in_the_course():
+    from kernels import course
+
+    assert bench_kernels.figure_title("solutions") == (f"Assignment {course.number('gpu_kernels')}, gpu_kernels "
+                                                       "(solutions)")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kernels import roofline
+from kernels import course, roofline
 from kernels.hardware import gpu
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -43,6 +43,10 @@ def png_size(path: Path) -> tuple[int, int]:
     return struct.unpack(">II", data[16:24])
 
 
+def test_the_title_names_the_kernels_assignment_by_its_number_in_the_course():
+    assert f"Assignment {course.number('gpu_kernels')} (gpu_kernels)" in roofline.TITLE
+
+
 def test_plot_writes_a_png_of_sane_size(tmp_path):
     out = roofline.plot(tmp_path / "sub" / "roofline.png")
     width, height = png_size(out)
@@ -57,7 +61,7 @@ def test_the_command_line_writes_the_png_named_by_out(tmp_path, capsys):
     assert png_size(out) and str(out) in capsys.readouterr().out
 
 
-def test_assignment_3_kernels_join_the_plot_counted_by_the_trees_cost_functions():
+def test_the_gpu_kernels_join_the_plot_counted_by_the_trees_cost_functions():
     """With gpu_kernels/cost.py written, the plot adds GeLU (5 FLOP/byte), the softmax (1.25) and the
     4096x4096x1024 matmul + bias + GeLU, fused (≈ 690, compute-bound) and unfused (≈ 188, memory-bound)."""
     ops, skipped = roofline.kernel_ops()
@@ -71,8 +75,8 @@ def test_assignment_3_kernels_join_the_plot_counted_by_the_trees_cost_functions(
 
 
 def test_the_plot_leaves_out_kernels_whose_cost_functions_are_not_written(monkeypatch, tmp_path, capsys):
-    """A stub cost.py (NotImplementedError) leaves Assignment 3's kernels out; the plot is still written and
-    the command line says why."""
+    """A stub cost.py (NotImplementedError) leaves the gpu_kernels assignment's kernels out; the plot is still
+    written and the command line says why, naming the assignment by its number in the course."""
     import importlib
     import types
 
@@ -86,4 +90,5 @@ def test_the_plot_leaves_out_kernels_whose_cost_functions_are_not_written(monkey
     assert roofline.kernel_ops() == ((), "gpu_kernels/cost.py is not written yet (elementwise_cost in "
                                          "gpu_kernels/cost.py is not implemented yet)")
     assert roofline.main(["--out", str(tmp_path / "roofline.png")]) == 0
-    assert "Assignment 3's kernels are not on the plot" in capsys.readouterr().out
+    number = course.number("gpu_kernels")
+    assert f"The kernels of Assignment {number} (gpu_kernels) are not on the plot" in capsys.readouterr().out
