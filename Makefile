@@ -43,8 +43,9 @@ A ?=
 help:
 	@echo "make test          install if needed, then run the whole suite (public tests, tooling, grader)"
 	@echo "make test A=NAME   only the public tests of one assignment (e.g. A=gpu_kernels)"
+	@echo "make test-public   the public tests of every assignment, against the solutions"
 	@echo "make check-answers what the grader reads in each answers.md (A=NAME for one assignment): each part's number, or why none"
-	@echo "make assignments   regenerate assignments/ (student stubs) from solutions/"
+	@echo "make assignments   regenerate assignments/ (student stubs) from solutions/; make check-sync only checks"
 	@echo "make roofline      write build/roofline.png (H100 and H200 rooflines with the lecture's ops)"
 	@echo "make bench         attention benchmarks: table and build/bench_attention.png"
 	@echo "make bench-kernels time gpu_kernels' GeLU, softmax and matmul against torch and the roofline, and the wave sweep (a GPU; BENCH_ARGS=--quick on a CPU): tables, build/bench_kernels/"
@@ -53,8 +54,11 @@ help:
 	@echo "make load-check    the sample cohort graded idle and under load: every test result must be the same"
 	@echo "make report        write the cohort report of GRADES (build/grades) again: GRADES/report/index.html"
 	@echo "make bench-report  time the cohort report: the sample cohort and a synthetic one of 500 submissions"
-	@echo "make report-screenshot  a screenshot of the report (build/report/screenshot.png; SCREENSHOT=autograder/report/screenshot.png for the README's), in headless chromium"
+	@echo "make report-screenshot  a screenshot of the report (build/report/screenshot.png; SCREENSHOT=autograder/report/screenshot.png for docs/term.md's), in headless chromium"
 	@echo "make answers       build/answers/<assignment>.md: keys, model answers and hidden tests of each assignment past its release date"
+	@echo "make release       the student release in dist/student/ (make nbgrader, make gradescope, make classroom: the other channels, in dist/)"
+	@echo "make gpu-compile   every Triton kernel built for sm_80, sm_90 and sm_100 without a GPU (make test-gpu-grading: the hidden compile checks in full)"
+	@echo "make gpu-validate  on a machine with CUDA: the GPU run in one command, build/gpu_validate.md"
 	@echo "make lock          resolve requirements-instructor.lock and requirements.lock again from pyproject.toml (UPGRADE=1: newest versions)"
 
 install: $(STAMP)
@@ -69,7 +73,7 @@ $(VENV)/.installed-%:
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
-# The lock files (README "Installing: the locked versions"): requirements-instructor.lock (this repository, the
+# The lock files (docs/term.md, "Installing: the locked versions"): requirements-instructor.lock (this repository, the
 # Gradescope grader) and requirements.lock (the student release), resolved by uv (an instructor extra) from
 # pyproject.toml with TORCH_PIN, for Linux and macOS and every Python pyproject.toml allows. Versions locked
 # now stay where pyproject.toml still allows them; UPGRADE=1 takes the newest. Needs the package index.
@@ -170,20 +174,20 @@ else
 endif
 
 # One submission, one grade: the sample cohort graded idle and again beside busy CPUs with more workers than
-# cores; exits non-zero on any test whose result differs (README "Budgets in CPU seconds"). About twice
+# cores; exits non-zero on any test whose result differs (docs/grading.md, "Budgets in CPU seconds"). About twice
 # `make grade`'s time. LOAD_CHECK_ARGS=--member correct --member stubs grades fewer.
 LOAD_CHECK_ARGS ?=
 .PHONY: load-check
 load-check: install sandbox-tools
 	$(PYTHON) -m autograder.cohort.load_check --timeout $(SAMPLE_TIMEOUT) $(LOAD_CHECK_ARGS)
 
-# The cohort report (README "The cohort report"): `batch` writes it; `make report` writes it again from the
-# gradebook; `make report-screenshot` takes the README's screenshot of the sample cohort's report.
+# The cohort report (docs/term.md, "The cohort report"): `batch` writes it; `make report` writes it again from the
+# gradebook; `make report-screenshot` takes docs/term.md's screenshot of the sample cohort's report.
 .PHONY: report report-screenshot bench-report
 report: install
 	$(PYTHON) -m autograder report $(GRADES)
 
-# SCREENSHOT=autograder/report/screenshot.png replaces the README's picture (a tracked file: commit it).
+# SCREENSHOT=autograder/report/screenshot.png replaces docs/term.md's picture (a tracked file: commit it).
 SCREENSHOT ?= build/report/screenshot.png
 report-screenshot: install browser-tools
 	@mkdir -p $(dir $(SCREENSHOT))
@@ -195,7 +199,7 @@ REPORT_BENCH_SIZE ?= 500
 bench-report: install
 	$(PYTHON) -m autograder.report.site_bench --sample $(GRADES) --size $(REPORT_BENCH_SIZE) --work build/report_bench
 
-# The answers students get after the course file's release date (README "Releasing the answers"): one
+# The answers students get after the course file's release date (docs/term.md, "Releasing the answers"): one
 # Markdown file per released assignment, build/answers/ emptied first. ANSWERS_ARGS="--now 2027-02-01T00:00:00Z"
 # previews the bundle of a later date; --course FILE reads another course file.
 ANSWERS_ARGS ?=
@@ -204,7 +208,7 @@ answers: install
 	$(PYTHON) -m autograder.cohort.answers build/answers $(ANSWERS_ARGS)
 
 # Packaging: every channel, generated from solutions/, tests/ and autograder/suites/ into dist/
-# (README: "Delivering through each channel"). Each target empties and rewrites its own folder.
+# (docs/term.md, "Delivering through each channel"). Each target empties and rewrites its own folder.
 DIST ?= dist
 
 .PHONY: release nbgrader gradescope classroom
@@ -221,7 +225,7 @@ gradescope: install
 classroom: install
 	$(PYTHON) -m autograder.package.classroom $(DIST)/classroom
 
-# GPU readiness without a GPU (README "Building the kernels for a GPU"). gpu-compile: every Triton kernel
+# GPU readiness without a GPU (docs/gpus.md, "Building the kernels for a GPU without one"). gpu-compile: every Triton kernel
 # of solutions/ and kernels/ built for sm_80, sm_90 and sm_100 in bf16 and fp16 (GPU_COMPILE_ARGS=--quick
 # for the subset `make test` runs; --every-build for a row per build); exits non-zero on a failed build or
 # a shared-memory overflow. test-gpu-grading: the hidden compile checks on the reference, an alternative

@@ -394,7 +394,7 @@ def student_loop(release: Path, assignments: list[str]) -> list[Row]:
 
 
 def first_failure(release: Path, make: list[str]) -> Row:
-    """Seconds until the first failure's message is printed, with -x (what the README suggests)."""
+    """Seconds until the first failure's message is printed, with -x (what docs/students.md suggests)."""
     started = time.perf_counter()
     process = subprocess.Popen(make + ["PYTEST_ARGS=-x"], cwd=release, env=environment(), stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)

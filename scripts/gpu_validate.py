@@ -267,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     # reference's flash_attention tests (compiling, mostly), 45 s for gpu_kernels', 11 s for the kernel
     # timings, 6 and 11 s for the build agreement, 30 s to grade gpu_kernels, 5 s for the stubs, 67 s for the
     # bench. flash_attention's grading has not finished on a GPU yet (over 100 s): it comes before the bench,
-    # whose figures the README already has, and the bench gets what is left.
+    # whose figures docs/gpus.md already has, and the bench gets what is left.
     steps = [
         (pytest_step("reference", flash, "solutions", work / "reference.xml", 300), work / "reference.xml"),
         (pytest_step("gpu_kernels", kernel_tests, "solutions", work / "gpu_kernels.xml", 90),

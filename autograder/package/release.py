@@ -3,12 +3,12 @@
     python -m autograder.package.release dist/student
 
 It holds the stubs (assignments/, generated fresh from solutions/, handouts included), the public
-tests, kernels/, the harness (the part of the grader the public tests need: autograder/__init__.py,
-harness/, grading/wire.py, grading/results.py), the root conftest.py, the student lock file
-(requirements.lock: the dependencies' exact versions and hashes, which the Makefile installs after torch),
-and three files written for students: a Makefile (`make test` and the targets the handouts name), a
-README (the student part of the root README, adapted) and a pyproject.toml (student dependencies only;
-the tests import assignments/).
+tests, kernels/, the harness (the part of the grader the public tests and `make check-answers` need:
+autograder.package.layout.HARNESS), the root conftest.py, the student lock file (requirements.lock: the
+dependencies' exact versions and hashes, which the Makefile installs after torch), and three files
+written for students: a Makefile (templates/student.mk: `make test` and the targets the handouts name),
+a README (docs/students.md, the students' manual, its links made relative to the release's root) and a
+pyproject.toml (student dependencies only; the tests import assignments/).
 No solutions, no hidden suites, no other part of the grader. A release built after an assignment's
 answers are released (the course file's date: autograder/cohort/answers.py) also holds them,
 answers/<assignment>.md; before that date nothing of them.
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import tomllib
 from pathlib import Path
@@ -32,21 +33,10 @@ from autograder.report.answers import AnswerKey, key_markdown
 
 TEMPLATES = Path(__file__).with_name("templates")
 GITIGNORE = ".venv/\n__pycache__/\n*.pyc\n.pytest_cache/\n.hypothesis/\nbuild/\n"
-# The root README's student part, with what only exists in the instructor repository taken out.
-ADAPTATIONS = (
-    ("`--impl assignments` (the default for students),\n  `--impl solutions`, or `--impl PATH`",
-     "`--impl assignments` (the default),\n  or `--impl PATH`"),
-)
-SUBMITTING = """## Submitting
-
-Submit your `assignments/` folder the way your course says: a Gradescope upload of the package
-folders (or a zip of them), a push to your GitHub Classroom repository, or the nbgrader notebook.
-Your grade comes from the course's autograder, which runs these public tests and hidden tests on
-your code in a sandbox; the points table of `make test` counts the public tests only. The hidden
-tests check the same properties at other sizes and seeds, so code that passes the public tests by
-special-casing their values loses those points.
-
-"""
+# The release's README: a page of docs/ that names the repository's files as ../<path>, which the release
+# holds at <path>.
+STUDENT_README = ROOT / "docs" / "students.md"
+LINK = re.compile(r"(\]\()([^)\s]+)(\))")
 
 
 class ReleaseError(Exception):
@@ -54,20 +44,20 @@ class ReleaseError(Exception):
 
 
 def student_readme() -> str:
-    """The root README's title, introduction and student quickstart, how to submit, and the GPU part."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    for heading in ("## Instructors", "## Using a GPU"):
-        if f"\n{heading}\n" not in text:
-            raise ReleaseError(f"README.md has no section {heading!r}: update ADAPTATIONS in {__file__}")
-    student = text[: text.index("\n## Instructors\n") + 1]
-    gpu = text[text.index("\n## Using a GPU\n") + 1:]
-    end = gpu.find("\n## ")
-    gpu = gpu if end < 0 else gpu[: end + 1]
-    for old, new in ADAPTATIONS:
-        if student.count(old) != 1:
-            raise ReleaseError(f"README.md no longer has {old!r} exactly once: update ADAPTATIONS in {__file__}")
-        student = student.replace(old, new)
-    return student + SUBMITTING + gpu
+    """docs/students.md with each link to a file of the repository (../<path>) made relative to the release's
+    root (<path>); a link to anything else of docs/ is refused, since the release holds no docs/."""
+    page = STUDENT_README.relative_to(ROOT)
+
+    def rebase(link: re.Match) -> str:
+        target = link.group(2)
+        if target.startswith(("#", "http://", "https://", "mailto:")):
+            return link.group(0)
+        if not target.startswith("../"):
+            raise ReleaseError(f"{page} links to {target}, which the student release does not hold: link only to "
+                               f"files the release ships, as ../<path> from docs/")
+        return link.group(1) + target.removeprefix("../") + link.group(3)
+
+    return LINK.sub(rebase, STUDENT_README.read_text(encoding="utf-8"))
 
 
 def student_pyproject() -> str:

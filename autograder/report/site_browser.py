@@ -2,7 +2,7 @@
 
     python -m autograder.report.site_browser OUT/report/index.html screenshot.png
 
-takes a screenshot of a page (`make report-screenshot` makes the README's). The browser starts with a
+takes a screenshot of a page (`make report-screenshot` makes docs/term.md's). The browser starts with a
 fresh profile and every network feature off (no updates, no sync, no background requests), so it runs on
 a machine without network; the report's tests use the same launcher.
 """

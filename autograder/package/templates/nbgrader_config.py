@@ -1,4 +1,4 @@
-"""nbgrader's configuration of the course (written by `make nbgrader`; README: "Delivering through each channel")."""
+"""nbgrader's configuration of the course (written by `make nbgrader`; docs/term.md: "Delivering through each channel")."""
 
 c = get_config()  # noqa: F821  (nbgrader defines get_config when it loads this file)
 
@@ -10,7 +10,7 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedb
 c.Execute.timeout = 600
 # `nbgrader generate_feedback` (after nbgrader's own autograde) must not show the hidden tests: their
 # code is cut from the test cells, and the cells' outputs (which name the hidden tests run) cleared.
-# The trusted grader writes its own feedback to feedback/ (README: nbgrader, step 5).
+# The trusted grader writes its own feedback to feedback/ (docs/term.md: nbgrader, step 5).
 c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.GetGrades",
     "nbgrader.preprocessors.ClearHiddenTests",

@@ -330,9 +330,9 @@ def test_the_grade_command_applies_gradescopes_metadata(tmp_path, capsys, fake_g
     assert json.loads((out / "results.json").read_text())["score"] == 2.0
 
 
-def test_the_readmes_example_policy_is_valid(tmp_path):
-    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
-    example = readme.split("```toml\n[late_days]", 1)[1].split("```", 1)[0]
+def test_the_late_policy_example_of_docs_term_is_valid(tmp_path):
+    page = (Path(__file__).resolve().parents[3] / "docs" / "term.md").read_text()
+    example = page.split("```toml\n[late_days]", 1)[1].split("```", 1)[0]
     (tmp_path / "grading.toml").write_text("[late_days]" + example)
     policy = load_late(tmp_path / "grading.toml", ["flash_attention", "resource_accounting"])
     assert policy.late_days == LateDays(4, "zero")

@@ -247,10 +247,10 @@ def test_the_gradescope_package_carries_the_roster_and_only_its_assignments_entr
     assert "export" not in tomllib.loads(packaged.read_text())
 
 
-def test_the_readmes_example_is_valid(tmp_path):
-    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
-    late = "[late_days]" + readme.split("```toml\n[late_days]", 1)[1].split("```", 1)[0]
-    example = "[roster]" + readme.split("```toml\n[roster]", 1)[1].split("```", 1)[0]
+def test_the_course_file_example_of_docs_term_is_valid(tmp_path):
+    page = (Path(__file__).resolve().parents[3] / "docs" / "term.md").read_text()
+    late = "[late_days]" + page.split("```toml\n[late_days]", 1)[1].split("```", 1)[0]
+    example = "[roster]" + page.split("```toml\n[roster]", 1)[1].split("```", 1)[0]
     path = course(tmp_path, late + example, "id,name,email,section\ns002,Ada,a@uni.edu,A\ns003,Bo,b@uni.edu,B\n")
     check(path, ["flash_attention", "gpu_kernels", "resource_accounting"])
     adjustments = load_adjustments(path)

@@ -65,7 +65,7 @@ def test_run_autograder_writes_valid_results_and_a_submission_cannot_forge_them(
         assert not (results / "forged").exists(), "the submission wrote into the results folder"
 
 
-# A course file as the README suggests for `batch`: every assignment's section, and the course's tables.
+# A course file as docs/term.md suggests for `batch`: every assignment's section, and the course's tables.
 COURSE = """
 [cluster]
 executor = "local"

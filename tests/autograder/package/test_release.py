@@ -6,8 +6,12 @@ import subprocess
 import sys
 import tomllib
 
+import pytest
+
+from autograder.package import release
 from autograder.package.layout import HARNESS, ROOT, assignments, files_of
 from tests.autograder.package.conftest import clean_env
+from tests.autograder.test_docs import make_targets, problems
 
 POINTS_LINE = re.compile(r"^(?P<name>\w+)\s+(?P<got>[\d.]+) / (?P<total>[\d.]+)\s+public points\s+"
                          r"\((?P<passed>\d+)/(?P<tests>\d+) tests passed\)(?P<rest>.*)$", re.MULTILINE)
@@ -58,10 +62,54 @@ def test_the_release_pyproject_has_the_student_dependencies_and_tests_the_stubs(
     assert (options["llmsys_impl"], options["testpaths"]) == ("assignments", ["tests"])
 
 
-def test_the_student_readme_is_the_student_part_of_the_root_readme(packaged):
+def test_the_student_readme_is_docs_students_md_with_its_links_from_the_release_root(packaged):
+    source = (ROOT / "docs" / "students.md").read_text()
+    assert "](../assignments/" in source  # the page links to the handouts from docs/
+    assert (packaged.dist / "student" / "README.md").read_text() == source.replace("](../", "](")
+
+
+def test_the_student_readme_names_only_targets_of_the_release_makefile_and_files_it_holds(packaged):
+    """Every `make TARGET` of the student README is a rule of the release's own Makefile and plans with
+    `make -n` there, its real `make help` lists each of them, and every link and path it names is in the
+    release (tests/autograder/test_docs.py's checker, run on the release)."""
+    student = packaged.dist / "student"
+    readme = (student / "README.md").read_text()
+    assert problems(student / "README.md", student / "Makefile", student) == []
+    named = make_targets(readme)
+    assert {"test", "test-public", "check-answers", "gpu-compile", "help"} <= named, named
+    for target in sorted(named):
+        plan = subprocess.run(["make", "-n", target, f"PYTHON={sys.executable}"], cwd=student, env=clean_env(),
+                              capture_output=True, text=True, timeout=60)
+        assert plan.returncode == 0, f"the student README names `make {target}`; `make -n {target}`: {plan.stderr}"
+    shown = subprocess.run(["make", "--no-print-directory", "help"], cwd=student, env=clean_env(),
+                           capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    listed = set(re.findall(r"^make ([\w-]+)", shown.stdout, re.MULTILINE))
+    assert named - {"help"} <= listed, f"`make help` in the release does not list {sorted(named - {'help'} - listed)}"
+
+
+# What exists only in the instructor's repository: a student README that names one sends students nowhere.
+INSTRUCTOR_ONLY = ("solutions/", "--impl solutions", "autograder/suites/", "scripts/", "requirements-instructor.lock",
+                   "bench-grader", "gpu-validate", "test-gpu-grading", "python -m autograder ", "docs/")
+
+
+def test_the_student_readme_names_nothing_only_the_instructor_has(packaged):
     readme = (packaged.dist / "student" / "README.md").read_text()
-    assert "## Students: quickstart" in readme and "## Using a GPU" in readme and "## Submitting" in readme
-    assert "## Instructors" not in readme and "--impl solutions" not in readme and "autograder batch" not in readme
+    named = [word for word in INSTRUCTOR_ONLY if word in readme]
+    assert not named, f"the student README (docs/students.md) names what the release lacks: {named}"
+
+
+def test_a_student_page_that_links_to_an_instructor_page_is_refused(tmp_path, monkeypatch):
+    page = tmp_path / "docs" / "students.md"
+    page.parent.mkdir()
+    page.write_text("See [the handout](../assignments/x/README.md), [above](#top) and [grading](grading.md).\n")
+    monkeypatch.setattr(release, "ROOT", tmp_path)
+    monkeypatch.setattr(release, "STUDENT_README", page)
+    with pytest.raises(release.ReleaseError, match=r"docs/students.md links to grading.md, which the student release "
+                                                   r"does not hold"):
+        release.student_readme()
+    page.write_text("See [the handout](../assignments/x/README.md) and [above](#top).\n")
+    assert release.student_readme() == "See [the handout](assignments/x/README.md) and [above](#top).\n"
 
 
 def test_the_student_makefile_installs_torch_first_then_the_student_lock_with_its_hashes(packaged):

@@ -7,7 +7,7 @@ where `bwrap` fails as it does under Docker's seccomp profile and the pids cgrou
 worker then runs as an unprivileged user of its own. Nothing may score, nothing of that user may be
 left running, and results.json must be the grader's. A spy run tries the user-mode attacks (files left in
 world-writable folders, the network, the grader's hidden suites): none may succeed. A one-mistake submission graded the same way,
-by the README's own command, gets feedback.md under 150 lines. Without any isolation the CLI refuses.
+by the command docs/term.md gives for trying it, gets feedback.md under 150 lines. Without any isolation the CLI refuses.
 """
 
 from __future__ import annotations
@@ -107,10 +107,10 @@ _spy(NOTES, PORT, MARKER, SOURCE)
 """
 
 
-def readme_command() -> str:
-    """The command README.md gives for trying run_autograder locally, exactly as written there."""
-    lines = [line for line in (ROOT / "README.md").read_text().splitlines() if "AUTOGRADER_ROOT=" in line]
-    assert len(lines) == 1, "README.md should give one run_autograder command"
+def documented_command() -> str:
+    """The command docs/term.md gives for trying run_autograder locally, exactly as written there."""
+    lines = [line for line in (ROOT / "docs" / "term.md").read_text().splitlines() if "AUTOGRADER_ROOT=" in line]
+    assert len(lines) == 1, "docs/term.md should give one run_autograder command"
     return lines[0].split("`")[-2]
 
 
@@ -194,14 +194,14 @@ def hosted(tmp_path_factory):
             env = os.environ | {"AUTOGRADER_ROOT": str(root), "AUTOGRADER_PYTHON": sys.executable}
             runs[name] = (start(f"exec bash {root / 'source' / 'run_autograder'}", work, setup, env,
                                 work / f"{name}.log"), root / "results")
-        # The README's command, verbatim, from a folder that holds .venv and ag/ as the README has them.
-        readme = work / "readme"
-        (readme / "ag" / "results").mkdir(parents=True)
-        (readme / "ag" / "source").symlink_to(source)
-        (readme / ".venv").symlink_to(sys.prefix)
-        shutil.copytree(built["mistake-matmul-flops"], readme / "ag" / "submission")
-        runs["readme"] = (start(readme_command(), readme, setup, dict(os.environ), work / "readme.log"),
-                          readme / "ag" / "results")
+        # docs/term.md's command, verbatim, from a folder that holds .venv and ag/ as the page has them.
+        documented = work / "documented"
+        (documented / "ag" / "results").mkdir(parents=True)
+        (documented / "ag" / "source").symlink_to(source)
+        (documented / ".venv").symlink_to(sys.prefix)
+        shutil.copytree(built["mistake-matmul-flops"], documented / "ag" / "submission")
+        runs["documented"] = (start(documented_command(), documented, setup, dict(os.environ),
+                                    work / "documented.log"), documented / "ag" / "results")
         outcome = {}
         for name, (process, results) in runs.items():
             try:
@@ -271,17 +271,17 @@ def test_the_user_mode_worker_leaves_nothing_reaches_no_network_and_reads_no_hid
     assert list(Path(source).rglob("test_hidden*.py")), "the package has hidden suites to protect"
 
 
-def test_the_readme_command_grades_and_a_one_mistake_feedback_reads_in_order(hosted):
-    data = results_of(hosted, "readme")
+def test_the_documented_command_grades_and_a_one_mistake_feedback_reads_in_order(hosted):
+    data = results_of(hosted, "documented")
     assert 0 < data["score"] < sum(t["max_score"] for t in data["tests"])
-    feedback = (hosted["readme"][2] / "feedback.md").read_text()
+    feedback = (hosted["documented"][2] / "feedback.md").read_text()
     lines = feedback.splitlines()
     assert len(lines) < 175, len(lines)  # one screen's worth of sections, the written answers' included
     headings = [line for line in lines if line.startswith("## ")]
     assert lines[2].startswith("Score: **") and headings[0].startswith("## To fix:")
     assert headings[-2].startswith("## Passed:") and headings[-1] == "## Grading notes"
     assert "test_matmul_flops_is_2mnp" in feedback and "Checks:" in feedback
-    report = GradeReport.from_json((hosted["readme"][2] / "report.json").read_text())
+    report = GradeReport.from_json((hosted["documented"][2] / "report.json").read_text())
     console = Console(file=io.StringIO(), width=80, record=True, color_system=None)
     print_report(report, console)
     terminal = console.export_text()
