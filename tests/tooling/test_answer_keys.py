@@ -61,6 +61,8 @@ print(json.dumps({
     "worked naive": A.naive_attention_hbm_bytes(1, 1, 1024, 1024, 64),
     "worked flash": A.flash_attention_hbm_bytes(1, 1, 1024, 1024, 64, 64),
     "w2 p bytes": 16 * 16384**2 * 2, "w2 lse bytes": 16 * 16384 * 4,
+    "w2 recompute flops": fwd / 2, "w2 recompute ms": fwd / 2 / peak * 1e3,
+    "w2 traffic bytes": 2 * 16 * 16384**2 * 2, "w2 traffic ms": 2 * 16 * 16384**2 * 2 / bw * 1e3,
     "w3 tiles": 128 * 129 // 2,
     "w3 percent": 100 * (128 * 129 // 2) / 128**2, "w6 percent": 100 * (128 - 80) / 128,
     "q6.1 read us": 8192**2 * 2 / bw * 1e6, "q6.1 prefill us": F.matmul_flops(4096, 8192, 8192) / peak * 1e6,
@@ -121,6 +123,11 @@ WRITTEN = [
     ("flash_attention", "w2 p bytes", commas),
     ("flash_attention", "w2 lse bytes", commas),
     ("flash_attention", "w3 tiles", commas),
+    ("flash_attention", "w2 recompute flops", lambda v: f"= {v:.4e} FLOPs, ".replace("e+11", "e11")),
+    ("flash_attention", "w2 recompute ms", lambda v: f"{v:.2f} ms at the H100's"),
+    ("flash_attention", "w2 traffic bytes", commas),
+    ("flash_attention", "w2 traffic ms", lambda v: f"{v:.2f} ms at 3.35e12"),
+    ("flash_attention", "n3 l2 intensity", lambda v: f"about {int(v):,} FLOP/byte once"),
 ]
 
 
@@ -128,6 +135,11 @@ WRITTEN = [
 def test_the_handout_states_the_computed_key(keys, handout, key, written):
     text = written(keys[key])
     assert text in HANDOUTS[handout], f"{handout}/README.md should say {text!r} ({key} = {keys[key]!r})"
+
+
+def test_recomputing_in_w2_costs_a_tenth_of_the_traffic_it_saves(keys):
+    """W2's model answer: the extra matmul is cheap next to writing and reading P, whatever bound attention is under."""
+    assert keys["w2 recompute ms"] < keys["w2 traffic ms"] / 5
 
 
 def test_the_first_batches_that_reach_the_ridges_are_rounded_up(keys):

@@ -37,11 +37,16 @@ SYSTOLIC = 128
 # system (the CUDA C++ Best Practices Guide's occupancy section, sm_80 and later).
 REGISTERS_PER_SM, RESERVED_SHARED_PER_BLOCK = 65536, 1024
 # T10: the staff's run of `make bench-kernels` on the reference (one H100), shipped to students, and the reference's
-# plain matmul kernel as its sm_90 build reports it (registers per thread, shared bytes, threads): the agreement
-# step of `make gpu-validate` found the same figures after a real launch.
+# plain matmul kernel as its sm_90 build reports it (registers per thread, shared bytes, threads) with the Triton the
+# lock files pin (test_the_handouts_registers_are_the_locked_tritons_build builds it again). The staff's run used the
+# course image's Triton 3.6, whose build of the plain kernel takes 116 registers (`make gpu-validate`'s agreement
+# step found that figure after a real launch): the same programs per SM.
 MEASURED = ROOT / "solutions" / "gpu_kernels" / "measured" / "h100_bench_kernels.csv"
-PLAIN_MATMUL = dict(registers=116, shared=96 * 1024, threads=256)
+PLAIN_MATMUL = dict(registers=112, shared=96 * 1024, threads=256)
 FUSED_MATMUL_REGISTERS = 144
+STAFF_PLAIN_REGISTERS = 116
+# The same kernels built at 4 warps (128 threads): T9's model answer says what that costs.
+FOUR_WARPS_REGISTERS = dict(plain=210, fused=255)
 
 
 C = reference_cost.load()
@@ -118,6 +123,8 @@ def test_the_staff_table_is_the_reference_timed_on_an_h100_and_shows_the_cliff_t
     one_per_sm = next(n for n in sorted(time) if C.tiles(896, n, 128, 128) > h100.num_sms)
     assert steps[one_per_sm] < 1.15, "no cliff where one program per SM would put it"
     assert programs_per_sm(FUSED_MATMUL_REGISTERS, PLAIN_MATMUL["shared"], PLAIN_MATMUL["threads"]) == 1
+    assert programs_per_sm(STAFF_PLAIN_REGISTERS, PLAIN_MATMUL["shared"], PLAIN_MATMUL["threads"]) == \
+        programs_per_sm(**PLAIN_MATMUL)
 
 
 def handout_keys() -> dict[str, str]:
@@ -175,6 +182,92 @@ def commas(value: float) -> str:
     return f"{int(value):,}"
 
 
+def panels(wave: int, tiles_m: int, tiles_n: int, group_m: int | None) -> tuple[int, int]:
+    """(row panels of A, column panels of B) that the first `wave` programs touch, in row-major order (group_m
+    None) or §4's grouped order."""
+    rows, cols = set(), set()
+    for pid in range(wave):
+        if group_m is None:
+            tile = divmod(pid, tiles_n)
+        else:
+            per_group = group_m * tiles_n
+            first_m = pid // per_group * group_m
+            here = min(tiles_m - first_m, group_m)
+            tile = (first_m + pid % per_group % here, pid % per_group // here)
+        rows.add(tile[0])
+        cols.add(tile[1])
+    return len(rows), len(cols)
+
+
+def l2_figures() -> list[str]:
+    """§4's L2 example at 4096³ in 128 x 128 tiles (32 x 32): what a wave of one and of two programs per SM touches,
+    in 1 MiB panels, in row-major order and grouped."""
+    sms = gpu("H100").num_sms
+    one, two = sms, programs_per_sm(**PLAIN_MATMUL) * sms
+    a, b = panels(one, 32, 32, None)
+    figures = [f"a wave of {one}", f"rows 0 to {a - 1} of tiles: {a} panels of A and all {b} of B, {a + b} MiB"]
+    a, b = panels(one, 32, 32, 8)
+    figures.append(f"{a} rows by {b} columns: {a} + {b} = {a + b} MiB")
+    a, b = panels(two, 32, 32, None)
+    figures += [f"so {two} run at once", f"rows 0 to {a - 1}: {a} panels of A and all {b} of B, {a + b} MiB"]
+    a, b = panels(two, 32, 32, 8)
+    assert a + b > sum(panels(two, 32, 32, None)), "the handout says GROUP_M = 8 touches more than row-major"
+    figures.append(f"{a} + {b} = {a + b} MiB, more than row-major")
+    a, b = panels(two, 32, 32, 16)
+    figures.append(f"GROUP_M = 16 covers {a} rows by {b} columns, {a} + {b} = {a + b} MiB")
+    return figures
+
+
+def sci(value: float) -> str:
+    """3 significant digits as the handout writes powers of ten: 1.26e14."""
+    return f"{value:.2e}".replace("e+", "e")
+
+
+def t1_figures() -> list[str]:
+    """T1's question and model answer: the unrounded A100 bandwidth, and both roofs across the generations."""
+    a100, h100, b200 = gpu("A100"), gpu("H100"), gpu("B200")
+    unrounded = a100.bf16_flops_per_sec / 2.039e12  # NVIDIA's A100 80GB SXM datasheet: 2,039 GB/s
+    grew = b200.ridge_point() / unrounded
+    t7 = 2 * 4096**3 / (C.tiles(4096, 4096, 128, 128) * 2 * 128 * 4096 * 2 + 4096 * 4096 * 2)
+    gelu = 5  # FLOP/byte in bf16 (§5)
+    return [
+        f"T1.a comes out {unrounded:.1f}, {100 * (1 - unrounded / a100.ridge_point()):.2f}% lower",
+        f"T1.e\n{grew:.3f}, {100 * (grew / (b200.ridge_point() / a100.ridge_point()) - 1):.2f}% higher",
+        f"at {t7:.0f} FLOP/byte, could reach {t7:.0f} × 2e12 = {sci(t7 * a100.hbm_bandwidth_bytes_per_sec)} FLOP/s",
+        f"{100 * t7 * a100.hbm_bandwidth_bytes_per_sec / a100.bf16_flops_per_sec:.0f}% of its 312e12",
+        f"{sci(t7 * b200.hbm_bandwidth_bytes_per_sec)} on a B200, "
+        f"{100 * t7 * b200.hbm_bandwidth_bytes_per_sec / b200.bf16_flops_per_sec:.0f}% of its 2.25e15",
+        f"{a100.ridge_point('fp32'):.2f} FLOP/byte", f"to {h100.ridge_point('fp32'):.0f} on the H100",
+        f"back to {b200.ridge_point('fp32'):.1f} (75e12 / 8e12)",
+        f"(9.75, 20 and {b200.ridge_point('fp32'):.1f} FLOP/byte on the A100, H100 and B200)",
+        f"{100 * gelu * a100.hbm_bandwidth_bytes_per_sec / a100.fp32_flops_per_sec:.0f}% of its 19.5e12 fp32 peak",
+        f"{100 * gelu * b200.hbm_bandwidth_bytes_per_sec / b200.fp32_flops_per_sec:.0f}% of 75e12",
+    ]
+
+
+def t9_t10_figures() -> list[str]:
+    """T9's shared memory and registers, and T10's softmax in L2 and two programs per SM, from the staff's table."""
+    stage, rows, h100 = (128 + 128) * 64 * 2, measured(), gpu("H100")
+    time = {n: rows["sweep", "triton", f"896x{n}x4096"] for n in (2304, 4736)}
+    tiles = {n: C.tiles(896, n, 128, 128) for n in (2304, 4736)}
+    softmax_gbs = rows["softmax", "triton", "2048x16384"]["achieved_GB_per_s"]
+    in_flight = THREADS_PER_SM // 256 * h100.num_sms  # the softmax's rows of 16384 run 8 warps, 256 threads
+    return [
+        f"7 stages, {commas(7 * stage)} bytes ({7 * stage // 1024} KiB)", f"227 KiB\n({commas(SHARED_PER_BLOCK_SM90)} bytes)",
+        f"8, {commas(8 * stage)} bytes", f"with {FOUR_WARPS_REGISTERS['plain']} registers and the fused one with "
+        f"{FOUR_WARPS_REGISTERS['fused']}", f"({PLAIN_MATMUL['registers']} registers for the plain kernel, "
+        f"{FUSED_MATMUL_REGISTERS} with the epilogue, no spill)",
+        f"takes {PLAIN_MATMUL['registers']} registers per\nthread", f"plain kernel takes {STAFF_PLAIN_REGISTERS} registers",
+        f"{PLAIN_MATMUL['registers']} × 256 = {commas(PLAIN_MATMUL['registers'] * 256)} registers",
+        f"1.5 × {softmax_gbs:,.0f} = {1.5 * softmax_gbs:,.0f} GB/s",
+        f"GeLU's {rows['gelu', 'triton', '67108864']['achieved_GB_per_s']:,.0f}, the rate",
+        f"{in_flight:,} rows at once", f"take {in_flight * 16384 * 2 / 2**20:.0f} MiB",
+        f"{tiles[4736] / tiles[2304]:.2f} times the tiles in {time[4736]['time_ms'] / time[2304]['time_ms']:.2f} times",
+        f"throughput\n{(tiles[4736] / time[4736]['time_ms']) / (tiles[2304] / time[2304]['time_ms']):.2f} times",
+        f"({time[4736]['achieved_TFLOP_per_s']:.0f} TFLOP/s against {time[2304]['achieved_TFLOP_per_s']:.0f})",
+    ]
+
+
 def handout_figures() -> list[str]:
     """The worked examples' figures, formatted as the handout writes them."""
     h100, h200, b200 = gpu("H100"), gpu("H200"), gpu("B200")
@@ -202,9 +295,49 @@ def handout_figures() -> list[str]:
         commas(132 * SHARED_PER_SM), commas(2 * 200 * 300 * 130), commas(2 * m * n * k * 2),
         commas(C.tiles(m, n, 128, 128) * 2 * 128 * k * 2), commas(C.matmul_cost(m, n, k, BF16)[1]),
         f"{(2 * m * n * k * 2 + m * n * 2) / (C.tiles(m, n, 128, 128) * 2 * 128 * k * 2 + m * n * 2):.0f} times less",
+        *l2_figures(), *t1_figures(), *t9_t10_figures(),
     ]
 
 
 @pytest.mark.parametrize("figure", handout_figures())
 def test_the_handouts_worked_figures_are_computed(figure):
     assert figure in HANDOUT, f"the handout should say {figure!r}"
+
+
+def test_the_handouts_registers_are_the_locked_tritons_build(tmp_path):
+    """The registers and shared memory T9 and T10 state are what the Triton of the lock files builds for sm_90
+    from the reference (the plain and the fused matmul kernel, at the reference's 8 warps and at 4), with no
+    spill. Another Triton builds other figures: the test runs only where the locked version is installed."""
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    triton = pytest.importorskip("triton")
+    locked = re.search(r"^triton==([\d.]+)", (ROOT / "requirements-instructor.lock").read_text(), re.M).group(1)
+    if triton.__version__ != locked:
+        pytest.skip(f"the handout states the builds of Triton {locked}; this is {triton.__version__}")
+    shutil.copytree(ROOT / "solutions" / "gpu_kernels", tmp_path / "four" / "gpu_kernels")
+    matmul = tmp_path / "four" / "gpu_kernels" / "matmul.py"
+    eight = "GROUP_M=8, num_warps=8, num_stages=3)"
+    assert matmul.read_text().count(eight) == 1, "the reference's bf16 config is no longer 8 warps, 3 stages"
+    matmul.write_text(matmul.read_text().replace(eight, "GROUP_M=8, num_warps=4, num_stages=3)"))
+    env = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("TRITON_INTERPRET", None)
+    built = {}
+    for name, tree in (("eight", "solutions"), ("four", str(tmp_path / "four"))):
+        out = tmp_path / f"{name}.json"
+        done = subprocess.run([sys.executable, "-m", "kernels.crosscompile", "--quick", "--assignment", "gpu_kernels",
+                               "--impl", tree, "--jobs", "1", "--json", str(out)], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        builds = [b for b in json.loads(out.read_text()) if b["kernel"] == "_matmul_kernel"]
+        assert len(builds) == 2 and all(b["spill_bytes"] == 0 for b in builds), builds
+        built[name] = builds
+    # The epilogue only adds live values: the plain kernel is the build with fewer registers.
+    eight, four = (sorted(b["registers"] for b in built[n]) for n in ("eight", "four"))
+    assert eight == [PLAIN_MATMUL["registers"], FUSED_MATMUL_REGISTERS], eight
+    assert four == [FOUR_WARPS_REGISTERS["plain"], FOUR_WARPS_REGISTERS["fused"]], four
+    assert {(b["shared_bytes"], b["threads"]) for b in built["eight"]} == {(PLAIN_MATMUL["shared"],
+                                                                             PLAIN_MATMUL["threads"])}
