@@ -12,8 +12,8 @@ Scores are kept in log2 units: the kernels multiply q kᵀ by qk_scale = log2(e)
 exp2, which a GPU computes in one instruction (exp(x) = exp2(x * log2 e)). The lse they store is
 converted back to the natural log.
 
-Portability rules (handout §7 Triton on a laptop and on a GPU): no block pointers (gone in
-Triton 3.9), no driver queries at import, autotune only on a GPU, fp32 dots with
+Portability rules (handout §7 Triton on a laptop and on a GPU): no block pointers (Triton 3.6 and
+the locked 3.7.1 have them; they raise in Triton 3.9), no driver queries at import, autotune only on a GPU, fp32 dots with
 input_precision="ieee" where fp32 is compared, and bf16/fp16 upcast to fp32 before tl.dot under
 the interpreter (its bf16 dot is silently wrong).
 """
