@@ -12,6 +12,10 @@
     python -m autograder similarity DIR [--out OUT] [--threshold T] [--min-tokens N] [--public KNOWN_DIR]
     python -m autograder report OUT [--course grading.toml]
     python -m autograder export --format canvas|csv OUT [--to FILE] [--course grading.toml]
+    python -m autograder history STUDENT --out OUT
+
+The verbs that change a gradebook (batch, manual, report, export) take `--by NAME`: who the gradebook's
+history says made the change (default: the operating-system user running the command).
 
 Exit codes: 0 when grading completed, whatever the score; 1 when the grader itself failed on a
 submission (grade, nbgrader) or some submissions are recorded as errors (batch; rerun to retry them);
@@ -73,9 +77,18 @@ def _workers(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{exc}: give a number of workers, or auto") from None
 
 
+def _who() -> argparse.ArgumentParser:
+    """--by, for the verbs that change a gradebook (autograder.report.history records who)."""
+    who = argparse.ArgumentParser(add_help=False)
+    who.add_argument("--by", metavar="NAME", help="who makes this change, as the gradebook's history records it "
+                     "(default: the operating-system user)")
+    return who
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m autograder", description="The trusted autograder.")
-    verbs = parser.add_subparsers(dest="verb", required=True, metavar="{grade,batch,nbgrader,manual,similarity,report,export}")
+    verbs = parser.add_subparsers(dest="verb", required=True,
+                                  metavar="{grade,batch,nbgrader,manual,similarity,report,export,history}")
     grade = verbs.add_parser("grade", help="grade one submission (a folder or a .zip)")
     grade.add_argument("submission", type=Path, help="the submission: a folder or a .zip")
     grade.add_argument("--assignment", metavar="NAME", help="grade only this assignment")
@@ -95,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--course", type=Path, metavar="FILE", help=f"the course file with the late policy (default: "
                        f"{COURSE_FILE} in the working folder, if there is one)")
     grade.set_defaults(command=grade_command, parser=grade)
-    batch = verbs.add_parser("batch", help="grade every submission in a folder into a gradebook")
+    batch = verbs.add_parser("batch", help="grade every submission in a folder into a gradebook", parents=[_who()])
     batch.add_argument("directory", type=Path, help="a folder holding one folder or .zip per submission")
     batch.add_argument("--out", type=Path, required=True, metavar="OUT",
                        help="where the gradebook, grades.csv and each submission's reports go")
@@ -149,13 +162,15 @@ def build_parser() -> argparse.ArgumentParser:
     course.set_defaults(command=nbgrader_command, parser=course)
     manual = verbs.add_parser("manual", help="grade written answers by hand: export grading sheets, import scores")
     steps = manual.add_subparsers(dest="step", required=True, metavar="{export,import}")
-    export = steps.add_parser("export", help="write OUT/manual/<assignment>-<ID>.html and .csv per question")
+    export = steps.add_parser("export", help="write OUT/manual/<assignment>-<ID>.html and .csv per question",
+                              parents=[_who()])
     export.add_argument("out", type=Path, help="the batch output folder (with gradebook.sqlite)")
     export.add_argument("--anonymous", action="store_true",
                         help="show graders each submission's opaque id, never its name (import maps the ids "
                              "back); the sheets written again after an import stay anonymous")
     export.set_defaults(command=manual_command, parser=export)
-    sheet = steps.add_parser("import", help="store a filled grading sheet's scores in the gradebook")
+    sheet = steps.add_parser("import", help="store a filled grading sheet's scores in the gradebook",
+                             parents=[_who()])
     sheet.add_argument("out", type=Path, help="the batch output folder (with gradebook.sqlite)")
     sheet.add_argument("sheet", type=Path, help="a grading sheet (.csv) written by `manual export`, filled in")
     sheet.set_defaults(command=manual_command, parser=sheet)
@@ -173,13 +188,15 @@ def build_parser() -> argparse.ArgumentParser:
                          "folder of them")
     similar.set_defaults(command=similarity_command, parser=similar)
     report = verbs.add_parser("report", help="write every file again from a gradebook: each submission's reports, "
-                              "grades.csv, the grading sheets and the cohort report, OUT/report/index.html")
+                              "grades.csv, the grading sheets, the LMS exports and the cohort report, "
+                              "OUT/report/index.html", parents=[_who()])
     report.add_argument("out", type=Path, metavar="OUT", help="the --out folder of `batch` (holding gradebook.sqlite)")
     report.add_argument("--course", type=Path, metavar="FILE", help="the course file with the answers' release dates "
                         f"(default: {COURSE_FILE} in the working folder, if there is one)")
     report.set_defaults(command=report_command, parser=report)
     lms = verbs.add_parser("export", help="write the gradebook for a learning-management system, one row per "
-                           "student of the course file's roster: Canvas's gradebook CSV, or a plain CSV")
+                           "student of the course file's roster: Canvas's gradebook CSV, or a plain CSV",
+                           parents=[_who()])
     lms.add_argument("out", type=Path, metavar="OUT", help="the --out folder of `batch` (holding gradebook.sqlite)")
     lms.add_argument("--format", choices=("canvas", "csv"), required=True,
                      help="canvas: Canvas's gradebook import (OUT/canvas.csv); csv: per assignment its maximum, the "
@@ -188,6 +205,12 @@ def build_parser() -> argparse.ArgumentParser:
     lms.add_argument("--course", type=Path, metavar="FILE", help="the course file with the roster, extensions and "
                      f"overrides (default: {COURSE_FILE} in the working folder, if there is one)")
     lms.set_defaults(command=export_command, parser=lms)
+    changes = verbs.add_parser("history", help="every change to a student's grades: when, who, by which command, "
+                               "before and after, and why")
+    changes.add_argument("student", help="the student: a roster id, a submission's name, an email, a login or a name")
+    changes.add_argument("--out", type=Path, required=True, metavar="OUT",
+                         help="the --out folder of `batch` (holding gradebook.sqlite)")
+    changes.set_defaults(command=history_command, parser=changes)
     return parser
 
 
@@ -383,13 +406,14 @@ def _batch(args: argparse.Namespace) -> int:
                          late=late, seed=args.seed, secret=secret, course=args.course, command=args.command_line)
     except BatchError as exc:
         args.parser.error(str(exc))
-    console.print(gradebook_table(rows))
-    if late is not None:
-        from autograder.cohort.late import table
-        from autograder.report.gradebook import Gradebook
+    from autograder.cohort.late import table
+    from autograder.report.gradebook import Gradebook, finals
 
-        with Gradebook(args.out / "gradebook.sqlite") as book:
-            console.print(table(book.late()))
+    with Gradebook(args.out / "gradebook.sqlite") as book:
+        console.print(gradebook_table(rows, finals(book)))
+        late_rows = table(book.late()) if late is not None else None
+    if late_rows is not None and late_rows.row_count:
+        console.print(late_rows)
     console.print(Text(f"gradebook {args.out / 'gradebook.sqlite'}, grades {args.out / 'grades.csv'}"))
     errors = [row["name"] for row in rows if row["status"] == "error"]
     if errors:
@@ -414,7 +438,8 @@ def nbgrader_command(args: argparse.Namespace) -> int:
     table = Table("student", "notebook", "trusted points", "flags")
     for result in results:
         table.add_row(Text(result.student), Text(result.notebook),
-                      f"{result.points:g} / {result.max_points:g}", str(len(result.flags)))
+                      f"{result.points:g} / {result.max_points:g}" if result.graded else "no score",
+                      str(len(result.flags)))
     console.print(table)
     console.print(Text(f"scores written to the gradebook of {args.course}; reports in {args.course / 'trusted'}"))
     failed = [r.student for r in results if r.report is None or not r.report.tests]
@@ -440,10 +465,14 @@ def manual_command(args: argparse.Namespace) -> int:
         console.print(Text(str(exc), style="bold red"))
         return 2
     from autograder.cohort.publish import publish
+    from autograder.report.gradebook import finals
 
-    publish(args.out)  # every file from the gradebook: reports, grades.csv, the sheets, the cohort report
+    notes: list[str] = []
+    publish(args.out, notes=notes)  # every file from the gradebook: reports, grades.csv, the sheets, the exports
+    for line in notes:
+        console.print(Text(line, style="yellow"), soft_wrap=True)
     with Gradebook(args.out / "gradebook.sqlite") as book:
-        console.print(gradebook_table(book.rows()))
+        console.print(gradebook_table(book.rows(), finals(book)))
     console.print(Text(f"scores imported for {len(changed)} submission(s); grades in {args.out / 'grades.csv'}"))
     return 0
 
@@ -474,26 +503,29 @@ def report_command(args: argparse.Namespace) -> int:
     """Write every file from the gradebook again (autograder.cohort.publish), the cohort report among them."""
     from autograder.cohort.publish import UnwrittenError, publish
 
+    notes: list[str] = []
     try:
-        index = publish(args.out, course=args.course)
+        index = publish(args.out, course=args.course, notes=notes)
     except UnwrittenError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except (FileNotFoundError, CourseError) as exc:
         args.parser.error(str(exc))
+    for line in notes:
+        print(line)
     print(f"cohort report {index}")
     return 0
 
 
 def export_command(args: argparse.Namespace) -> int:
-    """The gradebook for an LMS (autograder.report.lms), once the course file's roster, extensions and overrides
-    are in it (autograder.cohort.roster); where they changed it, every other file is written again."""
+    """The gradebook for an LMS (autograder.report.lms): every file written again from the gradebook once the
+    course file's roster, extensions and overrides are in it (autograder.cohort.publish), then the file asked
+    for, which the gradebook remembers so that every later step rewrites it too."""
     from autograder.cohort.course import check, load_canvas_ids
     from autograder.cohort.publish import UnwrittenError, publish
-    from autograder.cohort.roster import Settled, settle
     from autograder.grading.intake import ASSIGNMENTS
     from autograder.report.gradebook import Gradebook
-    from autograder.report.lms import FILES, LmsError, write_canvas, write_plain
+    from autograder.report.lms import FILES, LmsError, remember, write_canvas, write_plain
     from autograder.report.text import clean
 
     if not (args.out / "gradebook.sqlite").is_file():
@@ -501,25 +533,53 @@ def export_command(args: argparse.Namespace) -> int:
                           f"`python -m autograder batch SUBMISSIONS --out {args.out}`")
     course, known = course_path(args), sorted(p.parent.name for p in ASSIGNMENTS.glob("*/__init__.py"))
     path = args.to or args.out / FILES[args.format]
+    notes: list[str] = []
     try:
         if course:
             check(course, known)
+        try:
+            publish(args.out, course=course, notes=notes)
+        except UnwrittenError as exc:  # the export reads the gradebook alone: say it, and go on
+            print(f"warning: {exc}", file=sys.stderr)
+        ids = load_canvas_ids(course, known) if course else {}
         with Gradebook(args.out / "gradebook.sqlite") as book:
-            settled = settle(book, course, args.command_line, known) if course else Settled([], False)
-        if settled.changed:
-            try:
-                publish(args.out, course=course)
-            except UnwrittenError as exc:  # the export reads the gradebook alone: say it, and go on
-                print(f"warning: {exc}", file=sys.stderr)
-        with Gradebook(args.out / "gradebook.sqlite") as book:
-            notes = (write_canvas(book, path, load_canvas_ids(course, known) if course else {})
-                     if args.format == "canvas" else write_plain(book, path))
+            notes += write_canvas(book, path, ids) if args.format == "canvas" else write_plain(book, path)
+            remember(book, path, args.format, ids)
     except (CourseError, LmsError) as exc:
         args.parser.error(str(exc))
     console = Console()
-    for line in settled.messages + notes:
+    for line in notes:
         console.print(Text(clean(line), style="yellow"), soft_wrap=True)
-    console.print(Text(f"wrote {path}"), soft_wrap=True)
+    console.print(Text(f"wrote {path} (written again from the gradebook by every later batch, regrade, manual "
+                       "import, report and export)"), soft_wrap=True)
+    return 0
+
+
+def history_command(args: argparse.Namespace) -> int:
+    """Every change to one student's grades (autograder.report.history), oldest first."""
+    from autograder.report.gradebook import changes_of, open_read_only
+    from autograder.report.text import clean
+
+    try:
+        db = open_read_only(args.out / "gradebook.sqlite")
+    except FileNotFoundError as exc:
+        args.parser.error(str(exc))
+    try:
+        found, rows = changes_of(db, args.student)
+    finally:
+        db.close()
+    if not found:
+        args.parser.error(f"no student or submission {args.student!r} in {args.out / 'gradebook.sqlite'}: give a "
+                          "roster id, a submission's name, an email, a login or a name")
+    table = Table("when (UTC)", "who", "assignment", "change", "before", "after", "why", "command",
+                  title=Text(clean(f"history of {', '.join(found)}")), title_justify="left")
+    for row in rows:
+        table.add_row(row["at"], Text(clean(row["by"])), row["assignment"], Text(clean(row["change"])),
+                      Text(clean(row["before"])), Text(clean(row["after"])), Text(clean(row["reason"])),
+                      Text(clean(row["command"])))
+    Console().print(table)
+    if not rows:
+        print("no change recorded yet")
     return 0
 
 
@@ -531,5 +591,8 @@ def course_path(args: argparse.Namespace) -> Path | None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
-    args.command_line = "python -m autograder " + shlex.join(argv)  # what the gradebook's audit names
-    return args.command(args)
+    args.command_line = "python -m autograder " + shlex.join(argv)  # what the gradebook's history names
+    from autograder.report.history import acting
+
+    with acting(getattr(args, "by", None), args.command_line):
+        return args.command(args)

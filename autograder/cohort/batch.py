@@ -23,7 +23,7 @@ from rich.text import Text
 
 from autograder.cohort.course import COURSE_FILE, CourseError
 from autograder.cohort.executors import ExecutorError, LocalExecutor, Outcome, SlurmExecutor
-from autograder.report import submission_folder, write_all
+from autograder.report import history, submission_folder, write_all
 from autograder.report.gradebook import Gradebook
 from autograder.report.text import clean
 from autograder.model.results import GradeReport
@@ -79,7 +79,17 @@ def run_batch(directory: Path, out: Path, workers: int = 1, grade_fn: GradeFn | 
     (GradeReport.overloaded) is graded again after the others, alone; if it still cannot finish it is
     recorded as an error, graded again on the next run. `course`: the course file whose answers' release
     dates the files written at the end follow (default: grading.toml of the working folder); its roster,
-    extensions and overrides go into the gradebook (autograder.cohort.roster), and its audit names `command`."""
+    extensions and overrides go into the gradebook (autograder.cohort.roster), and its history names `command`
+    where no command line set who is acting (autograder.report.history)."""
+    with history.unless_acting(command):
+        return _run_batch(directory, out, workers, grade_fn, call_timeout=call_timeout, console=console,
+                          overlap=overlap, executor=executor, regrade=regrade, late=late, seed=seed, secret=secret,
+                          course=course)
+
+
+def _run_batch(directory: Path, out: Path, workers: int, grade_fn: GradeFn | None, *, call_timeout: float,
+               console: Console | None, overlap: str, executor, regrade: tuple[str, ...], late: tuple | None,
+               seed: int | None, secret: str, course: Path | None) -> list[dict]:
     directory, out = Path(directory), Path(out)
     if not directory.is_dir():
         raise BatchError(f"{directory} is not a folder: give a folder holding one folder or .zip "
@@ -133,13 +143,13 @@ def run_batch(directory: Path, out: Path, workers: int = 1, grade_fn: GradeFn | 
                     _store(name, digests[name], _overload_error(alone.grade(entries[name])), out, book, console)
             finally:
                 alone.close()
-        _settle(book, course or (Path(COURSE_FILE) if Path(COURSE_FILE).is_file() else None), late, command, console)
+        _settle(book, course or (Path(COURSE_FILE) if Path(COURSE_FILE).is_file() else None), late, console)
         rows = book.rows()
     _publish(out, console, course)
     return rows
 
 
-def _settle(book: Gradebook, course: Path | None, late: tuple | None, command: str, console: Console) -> None:
+def _settle(book: Gradebook, course: Path | None, late: tuple | None, console: Console) -> None:
     """The course file's roster, extensions and overrides into the gradebook, then the late policy
     (autograder.cohort.roster.settle), saying what they changed; a roster that cannot be matched is a
     BatchError, the grades being stored already."""
@@ -148,7 +158,7 @@ def _settle(book: Gradebook, course: Path | None, late: tuple | None, command: s
     from autograder.cohort.roster import settle
 
     try:
-        settled = settle(book, course, command, late=late)
+        settled = settle(book, course, "batch", late=late)
     except CourseError as exc:
         raise BatchError(f"{exc} (the grades are stored: run the batch again once that is corrected)") from None
     for line in settled.messages:
@@ -160,8 +170,12 @@ def _publish(out: Path, console: Console, course: Path | None = None) -> None:
     whatever happens here, so a failure to write the files is said, not raised."""
     from autograder.cohort.publish import publish
 
+    notes: list[str] = []
     try:
-        console.print(Text(f"cohort report {publish(out, course=course)}"), soft_wrap=True)
+        index = publish(out, course=course, settled=True, notes=notes)
+        for line in notes:
+            console.print(Text(clean(line), style="yellow"), soft_wrap=True)
+        console.print(Text(f"cohort report {index}"), soft_wrap=True)
     except Exception as exc:  # noqa: BLE001 (any bug of the report must not hide the stored grades)
         console.print(Text(f"the reports could not be written ({type(exc).__name__}: {exc}); "
                            f"`python -m autograder report {out}` tries again", style="red"), soft_wrap=True)

@@ -24,6 +24,9 @@
     rule = "per_day"           # "per_day": `per_day` of the score lost per started day after the grace period;
     per_day = 0.1              # "capped": the same, never more than `cap`; "late_days": the student's budget
     cap = 0.3                  # first, then [late_days] after
+    last_accepted = 2027-01-27T17:00:00-08:00   # no submission counts after it (nor after the answers' release,
+                               # when there is no last_accepted): one later is recorded "too late" and scores 0;
+                               # the answers may not be released before it (an extension moves it for its student)
 
     [grading]
     seed_secret = "a phrase of the course's"   # the randomised tests' seed of each submission is derived
@@ -180,6 +183,12 @@ def load_answers_release(path: Path, known: list[str]) -> dict[str, datetime]:
                 raise CourseError(f"{where}: {release.isoformat()} is before {whose} due date {due.isoformat()}, so "
                                   f"{name}'s answers would reach students still working on it: release them after "
                                   f"its last due date (answers_release in [assignments.{name}] sets its own)")
+        last = section.get("last_accepted")
+        if last is not None and release < parse_time(last, f"{path}: [assignments.{name}] last_accepted"):
+            raise CourseError(f"{where}: {release.isoformat()} is before {name}'s last accepted date "
+                              f"{parse_time(last, 'last_accepted').isoformat()}, so late work still accepted could be "
+                              f"written with the answers in hand: release them at or after last_accepted, or move "
+                              f"last_accepted in [assignments.{name}] to the release date")
         releases[name] = release
     return releases
 
@@ -223,7 +232,7 @@ def load_cluster(path: Path) -> ClusterOptions:
 
 
 RULES = ("per_day", "capped", "late_days")
-ASSIGNMENT_KEYS = ("due", "grace_minutes", "rule", "per_day", "cap", "answers_release")
+ASSIGNMENT_KEYS = ("due", "grace_minutes", "rule", "per_day", "cap", "answers_release", "last_accepted")
 
 
 @dataclass(frozen=True)
@@ -235,6 +244,9 @@ class AssignmentPolicy:
     grace: timedelta = timedelta(0)
     per_day: float = 0.0  # the fraction of the score lost per started day after the grace period
     cap: float = 1.0  # at most this fraction is lost ("capped"; 1.0 otherwise)
+    # No submission after it counts: its last_accepted, else the date its answers are released (None: no limit).
+    last_accepted: datetime | None = None
+    last_accepted_why: str = ""  # "the last accepted date" or "the answers' release"
 
 
 @dataclass(frozen=True)
@@ -264,7 +276,8 @@ def load_late(path: Path, known: list[str] | None = None) -> LatePolicy | None:
     if unknown:
         raise CourseError(f"{path}: [assignments.{unknown[0]}]: no such assignment; the assignments are "
                           f"{', '.join(known)}")
-    policies = {name: _assignment(path, name, table) for name, table in tables.items()}
+    release = data.get("answers", {}).get("release") if isinstance(data.get("answers"), dict) else None
+    policies = {name: _assignment(path, name, table, release) for name, table in tables.items()}
     late_days = _late_days(path, budget if budget is not None else {})
     if budget is None and any(p.rule == "late_days" for p in policies.values()):
         raise CourseError(f"{path}: rule = \"late_days\" needs a [late_days] table with the budget, e.g. "
@@ -272,7 +285,8 @@ def load_late(path: Path, known: list[str] | None = None) -> LatePolicy | None:
     return LatePolicy(policies, late_days)
 
 
-def _assignment(path: Path, name: str, table: dict) -> AssignmentPolicy:
+def _assignment(path: Path, name: str, table: dict, release=None) -> AssignmentPolicy:
+    """One [assignments.<name>] section; `release`: [answers] release, the answers' date where the section has none."""
     where = f"{path}: [assignments.{name}]"
     unknown = sorted(set(table) - set(ASSIGNMENT_KEYS))
     if unknown:
@@ -297,8 +311,19 @@ def _assignment(path: Path, name: str, table: dict) -> AssignmentPolicy:
                               "remove it")
         if key in table:
             _check_fraction(f"{where} {key}", table[key])
+    last, why = None, ""
+    if "last_accepted" in table:
+        last, why = parse_time(table["last_accepted"], f"{where} last_accepted"), "the last accepted date"
+        if last < due:
+            raise CourseError(f"{where}: last_accepted {last.isoformat()} is before the due date {due.isoformat()}: "
+                              "it is the last moment a late submission still counts, so set it at or after the due "
+                              "date")
+    elif "answers_release" in table or release is not None:
+        answers = table.get("answers_release", release)
+        last, why = parse_time(answers, f"{where} answers_release" if "answers_release" in table else
+                               f"{path}: [answers] release"), "the answers' release"
     return AssignmentPolicy(due=due, rule=rule, grace=timedelta(minutes=grace), per_day=float(table.get("per_day", 0)),
-                            cap=float(table.get("cap", 1.0)))
+                            cap=float(table.get("cap", 1.0)), last_accepted=last, last_accepted_why=why)
 
 
 def _late_days(path: Path, table) -> LateDays:

@@ -5,7 +5,9 @@
     entries, warnings = assess(policy, scores, times)          # scores: {student: {assignment: (score, max)}}
 
 Days late count from the end of the grace period, each started day a whole day: one minute inside
-the grace period is on time, one minute after it is one day late. Rules (autograder.cohort.course):
+the grace period is on time, one minute after it is one day late. A submission after the assignment's last
+accepted date (its `last_accepted`, else the answers' release: autograder.cohort.course; for a student with an
+extension, never before their extended due date) is recorded "too late": it scores 0, and the batch says so. Rules (autograder.cohort.course):
 "per_day" loses `per_day` of the score per day (never below zero), "capped" the same up to `cap`, and
 "late_days" spends the student's budget first, in the order of the assignments' due dates, then
 either zeroes the assignment or loses [late_days] `after` per day past the budget.
@@ -100,10 +102,24 @@ def assess(policy: LatePolicy, scores: dict[str, dict[str, tuple[float, float]]]
                 continue
             late = days_late(submitted, rule)
             used, penalty, note = _penalty(rule, late, budget, policy.late_days.after)
+            last = last_accepted(rule, own)
+            if last is not None and submitted > last:
+                used, penalty = 0, 1.0
+                note = (f"too late: submitted {_when(submitted)}, after {rule.last_accepted_why} {_when(last)}; "
+                        "not counted (0 points)")
+                warnings.append(f"{student}: {name} {note}")
             budget -= used
             entries.append(Lateness(student, name, submitted, rule.due, late, used, penalty, score, max_score,
                                     note + extension))
     return entries, warnings
+
+
+def last_accepted(rule: AssignmentPolicy, extended: datetime | None = None) -> datetime | None:
+    """The last moment a student's submission counts: the assignment's last accepted date, never before their
+    own extended due date (and its grace period); None: no limit."""
+    if rule.last_accepted is None:
+        return None
+    return max(rule.last_accepted, extended + rule.grace) if extended else rule.last_accepted
 
 
 def _penalty(rule: AssignmentPolicy, late: int, budget: int, after) -> tuple[int, float, str]:
@@ -236,7 +252,7 @@ def apply(book, policy: LatePolicy, times: Times,
     return the entries and the warnings. `extended`: as assess() takes it, by submission. The files that show
     it (feedback.md, results.json, grades.csv) are written from the gradebook afterwards
     (autograder.cohort.publish)."""
-    scores = {row["name"]: {a: (p.score, p.graded) for a, p in book.parts(row["name"]).items()}
+    scores = {row["name"]: {a: (p.score, p.maximum) for a, p in book.parts(row["name"]).items()}
               for row in book.rows() if row["status"] == "graded"}
     entries, warnings = assess(policy, scores, times, extended)
     book.record_late(entries)
@@ -276,10 +292,15 @@ def apply_to_submission(report, out: Path, policy: LatePolicy | None, metadata: 
                 "gradebook, not here")
         else:
             used, penalty, note = _penalty(rule, late, 0, "zero")
+        last = last_accepted(rule, own)
+        if last is not None and submitted > last:
+            used, penalty = 0, 1.0
+            note = (f"too late: submitted {_when(submitted)}, after {rule.last_accepted_why} {_when(last)}; not "
+                    "counted (0 points)")
         parts = parts_of(tests)
         extension = " (due date extended)" if own and own > base else ""
         entries.append(Lateness(report.submission, name, submitted, rule.due, late, used, penalty,
-                                parts.score, parts.graded, note + extension))
+                                parts.score, parts.maximum, note + extension))
     lines = [line.removeprefix("- ").replace("**", "") for line in feedback_lines(entries)]
     if entries:
         results = Path(out) / "results.json"
@@ -290,7 +311,7 @@ def apply_to_submission(report, out: Path, policy: LatePolicy | None, metadata: 
     for name, tests in report.by_assignment().items():
         if name in (overrides or {}):
             parts = parts_of(tests)
-            adjusted[name] = (overrides[name], penalised.get(name, rounded(parts.score)), rounded(parts.graded))
+            adjusted[name] = (overrides[name], penalised.get(name, rounded(parts.score)), rounded(parts.maximum))
     return lines + mark_adjusted(Path(out), adjusted)
 
 
@@ -338,11 +359,13 @@ def adjusted_lines(adjusted: dict[str, tuple[float | None, float, float]]) -> li
             f"after the late policy: {points(penalised)})" for name, (score, penalised, most) in adjusted.items()]
 
 
-def mark_adjusted(folder: Path, adjusted: dict[str, tuple[float | None, float, float]]) -> list[str]:
+def mark_adjusted(folder: Path, adjusted: dict[str, tuple[float | None, float, float]],
+                  excused_counts: bool = True) -> list[str]:
     """Put the course file's overrides (as adjusted_lines takes them) into a submission's freshly written
     feedback.md, under its title, and results.json: its score counts each score set in place of the one
-    graded; an excused assignment keeps its score there, and the output says it does not count. Returns
-    the lines, as the grader's log shows them."""
+    graded; an excused assignment's score is left out of it (a batch's files: the gradebook's final total), or,
+    with `excused_counts` (Gradescope, where the assignment is the whole results.json), kept, the output saying
+    that it does not count. Returns the lines, as the grader's log shows them."""
     from autograder.report.gradescope import with_adjustments
 
     if not adjusted:
@@ -355,6 +378,7 @@ def mark_adjusted(folder: Path, adjusted: dict[str, tuple[float | None, float, f
         feedback.write_text(text, encoding="utf-8")
     plain = [line.removeprefix("- ").replace("**", "") for line in lines]
     results = folder / "results.json"
-    added = sum(score - penalised for score, penalised, _ in adjusted.values() if score is not None)
+    added = sum(score - penalised for score, penalised, _ in adjusted.values() if score is not None) - (
+        0.0 if excused_counts else sum(penalised for score, penalised, _ in adjusted.values() if score is None))
     results.write_text(json.dumps(with_adjustments(json.loads(results.read_text()), plain, added), indent=2) + "\n")
     return plain

@@ -2,11 +2,14 @@
 
     publish(Path("out"))    # after batch, regrade, manual import, new submission times; `autograder report OUT`
 
-rewrites, from OUT/gradebook.sqlite alone:
+first brings the course file's roster, extensions and overrides into the gradebook (autograder.cohort.roster:
+every command that writes a view reads the course file the same way, and a change is recorded once, in the
+gradebook's history), then rewrites, from OUT/gradebook.sqlite alone:
   OUT/submissions/<name>/results.json, junit.xml,
       feedback.md, report.json                                  each submission's views of its stored report
       (hand-graded points included), with the late policy's section and penalised score where one applies
   OUT/grades.csv                                                 the gradebook's export
+  every LMS export ever written from it (canvas.csv, lms.csv)    wherever it was written (autograder.report.lms)
   OUT/manual/*.html, *.csv                                       the grading sheets, where they were exported
   OUT/report/                                                    the cohort report
 
@@ -26,11 +29,14 @@ from datetime import datetime
 from pathlib import Path
 
 from autograder.cohort.answers import default_course, released_keys
+from autograder.cohort.course import load_canvas_ids
 from autograder.cohort.late import Lateness, feedback_lines, mark_adjusted, with_late_section
+from autograder.cohort.roster import settle
 from autograder.model.results import GradeReport
 from autograder.report import one_folder, submission_folder, write_all
 from autograder.report.answers import AnswerKey
 from autograder.report.gradebook import MISSING, Final, Gradebook, finals
+from autograder.report.lms import rewrite
 from autograder.report.gradescope import with_late
 from autograder.report.site import write_site
 from autograder.written.manual import export
@@ -38,19 +44,26 @@ from autograder.written.manual import export
 GRADER_FAILED = "the grader could not complete this submission; the next batch run grades it again"
 
 
-def publish(out: Path, *, course: Path | None = None, now: datetime | None = None) -> Path:
-    """Rewrite every file derived from OUT/gradebook.sqlite; return the cohort report's index.html.
-    `course`: the course file with the answers' release dates (default: grading.toml of the working folder,
-    where there is one); `now`: the time they are compared with (default: the clock).
-    FileNotFoundError when OUT has no gradebook; CourseError when a release date is wrong; UnwrittenError,
+def publish(out: Path, *, course: Path | None = None, now: datetime | None = None, settled: bool = False,
+            notes: list[str] | None = None) -> Path:
+    """Bring the course file into the gradebook (unless the caller just did: `settled`), then rewrite every
+    file derived from OUT/gradebook.sqlite; return the cohort report's index.html. `course`: the course file
+    (default: grading.toml of the working folder, where there is one); `now`: the time the answers' release
+    dates are compared with (default: the clock); `notes` gets what to tell the instructor (the course file's
+    changes, the exports that could not be written again).
+    FileNotFoundError when OUT has no gradebook; CourseError when the course file is wrong; UnwrittenError,
     once every other file is written, when some submission's files could not be."""
     out = Path(out)
     if not (out / "gradebook.sqlite").is_file():
         raise FileNotFoundError(f"no gradebook at {out / 'gradebook.sqlite'}: grade the cohort first with "
                                 f"`python -m autograder batch SUBMISSIONS --out {out}`")
-    released = released_keys(course or default_course(), now)
+    course = course or default_course()
+    released = released_keys(course, now)
     unwritten: list[str] = []
+    notes = notes if notes is not None else []
     with Gradebook(out / "gradebook.sqlite") as book:
+        if course is not None and not settled:
+            notes += settle(book, course, "publish").messages
         late, final = book.late(), finals(book)
         for row in book.rows():
             folder = submission_folder(out, row["name"])
@@ -62,6 +75,8 @@ def publish(out: Path, *, course: Path | None = None, now: datetime | None = Non
             except OSError as exc:  # that submission's files only: the others, the CSV and the report go on
                 unwritten.append(f"{row['name']} ({type(exc).__name__}: {exc})")
         book.export_csv(out / "grades.csv")
+        notes += [f"an export could not be written again, so it is stale: {line}; export it again, or delete it"
+                  for line in rewrite(book, load_canvas_ids(course) if course else None)]
     if (out / "manual").is_dir():
         export(out)
     index = write_site(out)
@@ -87,7 +102,8 @@ def write_submission(report: GradeReport, folder: Path, late: dict[str, dict],
         return
     if late:
         _write_late(folder, late)
-    mark_adjusted(folder, {a: (f.final, f.penalised, f.graded) for a, f in (final or {}).items() if f.adjusted})
+    mark_adjusted(folder, {a: (f.final, f.penalised, f.maximum) for a, f in (final or {}).items() if f.adjusted},
+                  excused_counts=False)
 
 
 def _write_late(folder: Path, late: dict[str, dict]) -> None:

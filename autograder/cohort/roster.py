@@ -19,16 +19,16 @@ when an extension changes; an override sets an assignment's score after the late
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 from autograder.cohort.course import Adjustments, CourseError, Student, load_adjustments, load_late, load_roster
 from autograder.cohort.late import apply, apply_to_submission
+from autograder.report import history
 from autograder.report.gradebook import (EXCUSED, MISSING, finals, roster, store_adjustments, store_roster,
                                          stored_adjustments)
-from autograder.report.text import points
+from autograder.report.text import name_key as key, points
 
 EXTENSION, OVERRIDE = "extension", "override"  # the kinds of the gradebook's adjustments
 
@@ -37,9 +37,6 @@ class RosterError(CourseError):
     """The submissions cannot be matched to the roster: the message names them and what to do."""
 
 
-def key(text: str) -> str:
-    """A name as matching compares it: without case, each run of spaces, `_`, `-` and `.` one space."""
-    return " ".join(part for part in re.split(r"[\s_.\-]+", text.casefold()) if part)
 
 
 def _index(students) -> dict[str, set[str]]:
@@ -87,7 +84,13 @@ def settle(book, course: Path | None, command: str, known: list[str] | None = No
            late: tuple | None = None) -> Settled:
     """Bring the course file's roster, extensions and overrides into the gradebook `book`, then the late
     policy: `late` = (policy, submission times) as `batch --times` gives them; without it, the policy is
-    assessed again with the stored times where an extension changed. `command` is what the audit names."""
+    assessed again with the stored times where an extension changed. `command` is what the history names
+    where no command line set who is acting (autograder.report.history)."""
+    with history.unless_acting(command):
+        return _settle(book, course, known, late)
+
+
+def _settle(book, course: Path | None, known: list[str] | None, late: tuple | None) -> Settled:
     students = (load_roster(course) if course else None) or ()
     wanted = load_adjustments(course, known) if course else Adjustments()
     policy = late[0] if late else load_late(course, known) if course else None
@@ -103,7 +106,7 @@ def settle(book, course: Path | None, command: str, known: list[str] | None = No
         messages += [f"late policy: {w}" for w in apply(book, policy, late[1] if late else _times(late_before),
                                                         extended)[1]]
     changes = _changes(book, before, entries, rows, policy, late_before)
-    store_adjustments(book, entries, changes, command)
+    store_adjustments(book, entries, changes)
     messages += _roster_notes(students, found) + [
         f"{c['change']}: {c['student']}, {c['assignment']}: {c['before']} -> {c['after']} ({c['reason']})"
         for c in changes] + _unapplied(book, wanted, rows)
@@ -142,8 +145,10 @@ def _changes(book, before: dict, entries: dict, rows: dict[str, str], policy, la
             graded = final.get(row, {}).get(assignment)
             score = points(graded.penalised) if graded else "-"  # what the late policy left, before any override
             was, now = old[0] if old else score, new[0] if new else score
-        changes.append({"student": student, "assignment": assignment, "change": kind + ("" if new else " removed"),
-                        "before": was, "after": now,
+        if kind == OVERRIDE and EXCUSED in ((old or ("",))[0], (new or ("",))[0]):
+            kind = EXCUSED  # an excusal given or taken back
+        changes.append({"student": student, "submission": row if row != student else "", "assignment": assignment,
+                        "change": kind + ("" if new else " removed"), "before": was, "after": now,
                         "reason": new[1] if new else f"removed from the course file (its reason was: {old[1]})"})
     return changes
 
@@ -173,9 +178,9 @@ def _unapplied(book, wanted: Adjustments, rows: dict[str, str]) -> list[str]:
                          "the course file's entry to")
     for entry in wanted.overrides:
         graded = final.get(rows.get(entry.student, entry.student), {}).get(entry.assignment)
-        if graded is not None and entry.score is not None and entry.score > graded.total:
+        if graded is not None and entry.score is not None and entry.score > graded.maximum:
             notes.append(f"{entry.student}, {entry.assignment}: the score set, {points(entry.score)}, is more than "
-                         f"the assignment's {points(graded.total)} points")
+                         f"the assignment's {points(graded.maximum)} points")
     return notes
 
 

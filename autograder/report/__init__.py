@@ -2,7 +2,7 @@
 
 `write_all(report, out, released)` writes every file view of one submission into `out` (with the answers of
 the assignments in `released`, autograder/cohort/answers.py, where their release date has passed):
-  results.json  Gradescope's autograder results
+  results.json  Gradescope's autograder results (none for a report without a score: write_results says why)
   junit.xml     JUnit XML, one testsuite per assignment
   feedback.md   the student's feedback (hidden tests only as a count)
   report.json   GradeReport.to_json(), the lossless form the others can be rebuilt from
@@ -14,11 +14,10 @@ no submission name can collide with one of them.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from autograder.report.gradescope import results_json
+from autograder.report.gradescope import results_json, write_results
 from autograder.report.junit import junit_xml
 from autograder.report.markdown import feedback_markdown
 from autograder.model.results import GradeReport
@@ -44,7 +43,7 @@ def one_folder(out: Path, name: str) -> bool:
 def write_all(report: GradeReport, out: Path, released: Mapping[str, AnswerKey] | None = None) -> None:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(results_json(report, released), indent=2) + "\n")
+    write_results(report, out / "results.json", released)
     (out / "junit.xml").write_text(junit_xml(report), encoding="utf-8")
     (out / "feedback.md").write_text(feedback_markdown(report, released), encoding="utf-8")
     (out / "report.json").write_text(report.to_json() + "\n")

@@ -25,8 +25,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator, NamedTuple
 
+from autograder.report import history
 from autograder.report.parts import COLUMNS as PART_COLUMNS, Parts, after_penalty, by_assignment
-from autograder.report.text import clean, rounded, safe_cell
+from autograder.report.text import clean, name_key, points, rounded, safe_cell
 from autograder.model.results import GradeReport
 
 SUBMISSIONS_TABLE = """
@@ -84,7 +85,8 @@ class Gradebook:
         self._db = sqlite3.connect(self.path, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
-        self._db.executescript(SCHEMA + ROSTER_SCHEMA)
+        self._db.executescript(SCHEMA + ROSTER_SCHEMA + EXPORTS_SCHEMA)
+        history.ensure(self._db)
         _allow_not_gradable(self._db)
 
     def close(self) -> None:
@@ -117,8 +119,10 @@ class Gradebook:
         the submission is not gradable is stored as such, with its reason and no score."""
         if report.not_gradable:
             with self._transaction() as db:
+                before = _grades(db, name)
                 self._replace(db, name, digest, "not_gradable", None, None, {}, clean(report.not_gradable),
                               report.to_json())
+                _record_grades(db, name, before, "not gradable: " + clean(report.not_gradable))
             return
         groups = {a: [sum(t.points for t in ts), sum(t.max_points for t in ts)]
                   for a, ts in report.by_assignment().items()}
@@ -127,15 +131,19 @@ class Gradebook:
         waiting = sum(t.max_points for t in report.tests if t.status == "not_graded")
         note = f"{waiting:g} GPU points not graded" if waiting else ""
         with self._transaction() as db:
+            before = _grades(db, name)
             self._replace(db, name, digest, "graded", report.score, report.max_score, groups, note,
                           report.to_json())
             db.executemany("INSERT INTO tests VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", tests)
             _apply_manual(db, name)  # scores given by hand to these very answers earlier
+            _record_grades(db, name, before, "graded again" if before else "graded")
 
     def record_error(self, name: str, digest: str, message: str) -> None:
         """Store a submission that could not be graded; it is graded again by the next batch."""
         with self._transaction() as db:
+            before = _grades(db, name)
             self._replace(db, name, digest, "error", None, None, {}, clean(message), None)
+            _record_grades(db, name, before, "grader error: " + _last_line(clean(message)))
 
     def _replace(self, db: sqlite3.Connection, name: str, digest: str, status: str, score, max_score,
                  groups: dict, message: str, report: str | None) -> None:
@@ -146,22 +154,9 @@ class Gradebook:
                    (name, digest, status, score, max_score, json.dumps(groups), message, graded_at, report))
 
     def rows(self) -> list[dict]:
-        """One dict per submission, by name; `assignments` maps assignment -> [score, max_score] (the maximum in
-        all), `parts` assignment -> the score and the parts of its maximum (autograder.report.parts)."""
-        found = self._db.execute(f"SELECT {', '.join(COLUMNS)} FROM submissions ORDER BY name").fetchall()
-        rows = [dict(zip(COLUMNS, row)) for row in found]
-        tests: dict[str, list[dict]] = {}
-        cursor = self._db.execute("SELECT submission, assignment, status, points, max_points FROM tests "
-                                  "ORDER BY submission, position")
-        for submission, assignment, status, got, most in cursor:
-            tests.setdefault(submission, []).append(
-                {"assignment": assignment, "status": status, "points": got, "max_points": most})
-        for row in rows:
-            row["assignments"] = json.loads(row["assignments"])
-            # {assignment: Parts}; a row stored without its tests counts its maximum as graded
-            row["parts"] = by_assignment(tests.get(row["name"], [])) or {
-                a: Parts(pair[0], pair[1], 0.0, 0.0) for a, pair in row["assignments"].items()}
-        return rows
+        """One dict per submission, by name; `assignments` maps assignment -> [score, max_score] (as stored),
+        `parts` assignment -> the score and the parts of its maximum (autograder.report.parts)."""
+        return scored_rows(self._db)
 
     def tests(self, name: str) -> list[dict]:
         """The per-test rows of one submission, in the report's order."""
@@ -175,70 +170,152 @@ class Gradebook:
         return GradeReport.from_json(row[0]) if row and row[0] else None
 
     def record_late(self, entries) -> None:
-        """Replace the late policy's rows with `entries` (autograder.cohort.late.Lateness), in one transaction."""
+        """Replace the late policy's rows with `entries` (autograder.cohort.late.Lateness), in one transaction;
+        each changed submission time and penalty goes into the history."""
         rows = [(e.student, e.assignment, e.submitted.isoformat() if e.submitted else None, e.due.isoformat(),
                  e.days_late, e.late_days_used, e.penalty, e.score, e.max_score, e.penalised, clean(e.note))
                 for e in entries]
         with self._transaction() as db:
+            before = {(r[0], r[1]): r for r in db.execute("SELECT submission, assignment, submitted_at, penalty, "
+                                                          "note FROM late")}
             db.execute("DELETE FROM late")
             db.executemany("INSERT INTO late VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            history.add(db, _late_changes(db, before, rows))
 
     def late(self) -> dict[str, dict[str, dict]]:
-        """{submission: {assignment: the late policy's row}}; empty when no late policy was applied. The
-        penalty and the days late are the policy's as assessed; the score is the current raw score (a
-        regrade or a hand grade since changes it) and `penalised` is computed from it now, rounded as
-        every file shows it. Rows of submissions or assignments no longer graded are left out."""
-        cursor = self._db.execute("SELECT * FROM late ORDER BY submission, assignment")
-        names = [column[0] for column in cursor.description]
-        current = {row["name"]: row["parts"] for row in self.rows() if row["status"] == "graded"}
-        found: dict[str, dict[str, dict]] = {}
-        for values in cursor.fetchall():
-            row = dict(zip(names, values))
-            parts = current.get(row["submission"], {}).get(row["assignment"])
-            if parts is None:
-                continue
-            row.update(score=rounded(parts.score), max_score=rounded(parts.graded),
-                       penalised=after_penalty(parts.score, row["penalty"]))
-            found.setdefault(row["submission"], {})[row["assignment"]] = row
-        return found
+        """{submission: {assignment: the late policy's row}} (late_of)."""
+        return late_of(self._db, self.rows())
 
     def parts(self, name: str) -> dict[str, Parts]:
         """{assignment: the parts of its maximum and the score (autograder.report.parts)} of one submission."""
         return by_assignment(self.tests(name))
 
     def export_csv(self, path: Path) -> None:
-        """One row per submission: its name; per assignment the score and the parts of its maximum (graded
-        here, awaiting hand grading, needing a GPU, the maximum in all); the same for the total; the status
-        and, for a submission not graded, why. Where a late policy was applied, then per assignment the
-        penalised score (the raw one where no policy applies) and the days late, and the penalised total,
-        which is the sum of the penalised scores shown. Where the course file overrides or excuses an
-        assignment, then per assignment its final score ("excused" where excused) and the final total, the sum
-        of the others. A student of the roster with no submission has a row of status "missing", scoring 0.
-        Every number is rounded as the other files show it."""
+        """One row per student of the roster, in its order, then one per submission of no one on it, by name:
+        the roster's id, name, section and email (empty without a roster) and the submission's name (empty for
+        a student with no submission); its status and, for a submission not graded, why; per assignment the
+        score, its maximum (autograder.report.parts: the one rule), the points of the maximum awaiting hand
+        grading and those needing a GPU (not counted); the same for the total. Where a late policy was
+        applied, then per assignment the penalised score (the raw one where no policy applies) and the days
+        late, the penalised total (the sum of the penalised scores shown) and the late days spent. Then per
+        assignment the final score (after the course file's override; "excused" where excused), the final total
+        and its maximum, excused assignments left out of both. A student of the roster with no submission has a
+        row of status "missing", scoring 0. Every number is rounded as the other files show it."""
         rows = self.rows()
         parts = {row["name"]: row["parts"] for row in rows}
         assignments = sorted({a for row in rows for a in row["assignments"]} | {a for p in parts.values() for a in p})
         late, final = self.late(), finals(self)
-        adjusted = any(f.adjusted for mine in final.values() for f in mine.values())
+        students = {row["submission"] or row["id"]: row for row in roster(self)}
+        order = [*students, *sorted({row["name"] for row in rows} - set(students))]
+        by_name = {row["name"]: row for row in rows}
         with open(path, "w", newline="", encoding="utf-8") as handle:
             writer = csv.writer(handle)
             extra = [*(f"{a} penalised" for a in assignments), "total penalised",
-                     *(f"{a} days late" for a in assignments)] if late else []
-            extra += [*(f"{a} final" for a in assignments), "total final"] if adjusted else []
-            header = ["name"] + [c for a in assignments for c in _part_columns(a)] + _part_columns("total")
-            writer.writerow([*header, "status", "reason", *extra])
-            for row in rows:
-                mine, scored = parts[row["name"]], row["status"] in SCORED
+                     *(f"{a} days late" for a in assignments), "late days spent"] if late else []
+            extra += [*(f"{a} final" for a in assignments), "total final", "total final max"]
+            header = ["id", "student", "section", "email", "submission", "status", "reason"]
+            header += [c for a in assignments for c in _part_columns(a)] + _part_columns("total")
+            writer.writerow([*header, *extra])
+            for name in order:
+                row, student = by_name.get(name), students.get(name)
+                if row is None:
+                    continue  # a student of a roster stored without their row (a gradebook changed by hand)
+                mine, scored = parts[name], row["status"] in SCORED
+                who = [safe_cell(student[k]) for k in ("id", "name", "section", "email")] if student else [""] * 4
                 cells = [c for a in assignments for c in _part_cells(mine.get(a) if scored else None)]
                 cells += _part_cells(sum(mine.values(), Parts(0.0, 0.0, 0.0, 0.0)) if scored else None)
-                writer.writerow([safe_cell(row["name"]), *cells, row["status"],
-                                 "" if row["status"] == "graded" else safe_cell(_last_line(row["message"])),
+                writer.writerow([*who, "" if row["status"] == MISSING else safe_cell(name), row["status"],
+                                 "" if row["status"] == "graded" else safe_cell(_last_line(row["message"])), *cells,
                                  *(_penalised(row, mine, assignments, late) if late else []),
-                                 *(_final_cells(final.get(row["name"]), assignments) if adjusted else [])])
+                                 *_final_cells(final.get(name), assignments)])
+
+
+def scored_rows(db: sqlite3.Connection) -> list[dict]:
+    """Gradebook.rows() of a connection (read-only ones too)."""
+    found = db.execute(f"SELECT {', '.join(COLUMNS)} FROM submissions ORDER BY name").fetchall()
+    rows = [dict(zip(COLUMNS, row)) for row in found]
+    tests: dict[str, list[dict]] = {}
+    cursor = db.execute("SELECT submission, assignment, status, points, max_points FROM tests "
+                        "ORDER BY submission, position")
+    for submission, assignment, status, got, most in cursor:
+        tests.setdefault(submission, []).append(
+            {"assignment": assignment, "status": status, "points": got, "max_points": most})
+    for row in rows:
+        row["assignments"] = json.loads(row["assignments"])
+        # {assignment: Parts}; a row stored without its tests (a student with no submission) counts its maximum
+        row["parts"] = by_assignment(tests.get(row["name"], [])) or {
+            a: Parts(pair[0], pair[1], 0.0, 0.0) for a, pair in row["assignments"].items()}
+    return rows
+
+
+def late_of(db: sqlite3.Connection, rows: list[dict]) -> dict[str, dict[str, dict]]:
+    """{submission: {assignment: the late policy's row}}; empty when no late policy was applied. The
+    penalty and the days late are the policy's as assessed; the score is the current raw score (a
+    regrade or a hand grade since changes it), `max_score` the current maximum, and `penalised` is computed
+    from the score now, rounded as every file shows it. Rows of submissions or assignments no longer graded
+    are left out."""
+    if not _columns(db, "late"):
+        return {}
+    cursor = db.execute("SELECT * FROM late ORDER BY submission, assignment")
+    names = [column[0] for column in cursor.description]
+    current = {row["name"]: row["parts"] for row in rows if row["status"] == "graded"}
+    found: dict[str, dict[str, dict]] = {}
+    for values in cursor.fetchall():
+        row = dict(zip(names, values))
+        parts = current.get(row["submission"], {}).get(row["assignment"])
+        if parts is None:
+            continue
+        row.update(score=rounded(parts.score), max_score=rounded(parts.maximum),
+                   penalised=after_penalty(parts.score, row["penalty"]))
+        found.setdefault(row["submission"], {})[row["assignment"]] = row
+    return found
+
+
+def _grades(db: sqlite3.Connection, name: str) -> tuple[str, dict[str, str]]:
+    """(status, {assignment: "score / maximum"}) of the row `name` as stored now ("", {} where there is none)."""
+    row = db.execute("SELECT status FROM submissions WHERE name = ?", (name,)).fetchone()
+    if row is None or row[0] == MISSING:
+        return "", {}
+    tests = [{"assignment": a, "status": s, "points": got, "max_points": most} for a, s, got, most in db.execute(
+        "SELECT assignment, status, points, max_points FROM tests WHERE submission = ? ORDER BY position", (name,))]
+    return row[0], {a: f"{points(p.score)} / {points(p.maximum)}" for a, p in by_assignment(tests).items()}
+
+
+def _student_of(db: sqlite3.Connection, name: str) -> str:
+    """The roster's id of the student whose submission is `name` ("" where the roster has none)."""
+    found = db.execute("SELECT id FROM roster WHERE submission = ? OR (submission IS NULL AND id = ?)",
+                       (name, name)).fetchone()
+    return found[0] if found else ""
+
+
+def _record_grades(db: sqlite3.Connection, name: str, before: tuple[str, dict[str, str]], reason: str) -> None:
+    """The history of a row just replaced: each assignment whose score (or the row's status) changed."""
+    (was, old), (now, new) = before, _grades(db, name)
+    old = old or ({"": was.replace("_", " ")} if was else {})
+    new = new or {a: now.replace("_", " ") for a in old} or {"": now.replace("_", " ")}
+    student = _student_of(db, name)
+    history.add(db, [{"student": student, "submission": name, "assignment": a, "change": "graded",
+                      "before": old.get(a, "-"), "after": new.get(a, "-"), "reason": reason}
+                     for a in sorted({*old, *new}) if old.get(a) != new.get(a)])
+
+
+def _late_changes(db: sqlite3.Connection, before: dict, rows: list[tuple]) -> list[dict]:
+    """The history's rows for a late policy assessed again: each changed submission time and penalty."""
+    changes = []
+    for submission, assignment, submitted, _, days, _, penalty, _, _, _, note in rows:
+        old = before.get((submission, assignment))
+        base = {"student": _student_of(db, submission), "submission": submission, "assignment": assignment}
+        if (old[2] if old else None) != submitted and (old is not None or submitted is not None):
+            changes.append({**base, "change": "submission time", "before": (old[2] or "none") if old else "-",
+                            "after": submitted or "none: treated as on time", "reason": note})
+        if (old[3] if old else 0.0) != penalty:
+            changes.append({**base, "change": "late penalty", "before": f"{old[3]:.0%} off" if old else "-",
+                            "after": f"{penalty:.0%} off", "reason": note})
+    return changes
 
 
 def _part_columns(assignment: str) -> list[str]:
-    """`alpha`, `alpha max graded here`, ... `alpha max` (the total: `total`, `max graded here`, ... `max`)."""
+    """`alpha`, `alpha max`, `alpha max awaiting hand grading`, ... (the total: `total`, `max`, ...)."""
     prefix = "" if assignment == "total" else f"{assignment} "
     return [assignment] + [prefix + title for title in PART_COLUMNS.values()]
 
@@ -255,13 +332,14 @@ def _last_line(message: str) -> str:
 
 
 def _penalised(row: dict, parts: dict[str, Parts], assignments: list[str], late: dict) -> list:
-    """Each assignment's penalised score (the raw one where no policy applies), their sum, each one's days late."""
+    """Each assignment's penalised score (the raw one where no policy applies), their sum, each one's days late,
+    the late days spent."""
     mine = late.get(row["name"], {})
     if row["status"] not in SCORED:
-        return [""] * (2 * len(assignments) + 1)
+        return [""] * (2 * len(assignments) + 2)
     scores = [mine[a]["penalised"] if a in mine else rounded(parts[a].score) if a in parts else "" for a in assignments]
     days = [mine[a]["days_late"] if a in mine else "" for a in assignments]
-    return [*scores, rounded(sum(v for v in scores if v != "")), *days]
+    return [*scores, rounded(sum(v for v in scores if v != "")), *days, sum(r["late_days_used"] for r in mine.values())]
 
 
 def _blank(value):
@@ -344,12 +422,35 @@ def store_manual(book: Gradebook, scores: list[dict]) -> list[str]:
     graded_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     names = sorted({s["submission"] for s in scores})
     with book._transaction() as db:
+        history.add(db, _hand_changes(db, scores))
         db.executemany("INSERT OR REPLACE INTO manual_scores VALUES (?, ?, ?, ?, ?, ?, ?)",
                        [(s["submission"], s["question"], json.dumps(s["criteria"]), float(sum(s["criteria"])),
                          s["comment"], s["answer_sha"], graded_at) for s in scores])
         for name in names:
             _apply_manual(db, name)
     return names
+
+
+def _hand_changes(db: sqlite3.Connection, scores: list[dict]) -> list[dict]:
+    """The history's rows of hand scores about to be stored: each answer's earlier score (the same answer's, or
+    "awaiting hand grading") and its new one, where they differ."""
+    changes = []
+    for score in scores:
+        earlier = db.execute("SELECT points, comment, answer_sha FROM manual_scores WHERE submission = ? AND "
+                             "question = ?", (score["submission"], score["question"])).fetchone()
+        row = db.execute("SELECT assignment, max_points FROM tests WHERE submission = ? AND name = ?",
+                         (score["submission"], score["question"])).fetchone()
+        assignment, most = row if row else ("", 0.0)
+        was = f"{points(earlier[0])} / {points(most)}" if earlier and earlier[2] == score["answer_sha"] else \
+            "awaiting hand grading"
+        now = f"{points(sum(score['criteria']))} / {points(most)}"
+        if was != now or (earlier and earlier[1] != score["comment"]):
+            changes.append({"student": _student_of(db, score["submission"]), "submission": score["submission"],
+                            "assignment": assignment, "change": f"hand score {score['question']}",
+                            "before": was, "after": now,
+                            "reason": f"criteria {', '.join(points(v) for v in score['criteria'])}"
+                                      + (f"; comment: {score['comment']}" if score["comment"] else "")})
+    return changes
 
 
 def manual_scores(book: Gradebook, name: str) -> dict[str, dict]:
@@ -407,16 +508,14 @@ CREATE TABLE IF NOT EXISTS adjustments (
     reason      TEXT NOT NULL,
     PRIMARY KEY (student, assignment, kind)
 );
--- Every change of an extension or override: what changed, when, why and by which command. Only ever added to.
-CREATE TABLE IF NOT EXISTS audit (
-    at          TEXT NOT NULL,     -- ISO 8601, UTC
-    command     TEXT NOT NULL,
-    student     TEXT NOT NULL,
-    assignment  TEXT NOT NULL,
-    change      TEXT NOT NULL,     -- "extension", "override", each maybe followed by " removed"
-    before      TEXT NOT NULL,
-    after       TEXT NOT NULL,
-    reason      TEXT NOT NULL
+"""
+# The files written from the gradebook outside OUT/submissions/ on request (the LMS exports), each rewritten by
+# every step that changes the gradebook (autograder.cohort.publish), wherever it was written.
+EXPORTS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS exports (
+    path     TEXT PRIMARY KEY,  -- as given, absolute
+    format   TEXT NOT NULL,     -- autograder.report.lms.FILES' keys
+    options  TEXT NOT NULL      -- JSON: what the file was written with (Canvas's assignment ids)
 );
 """
 MISSING = "missing"
@@ -425,13 +524,14 @@ EXCUSED = "excused"  # an override's value: the assignment does not count
 
 
 class Final(NamedTuple):
-    """One assignment of one row, as every export shows it."""
+    """One assignment of one row, as every view and export shows it."""
 
     raw: float  # the score as graded
     penalised: float  # after the late policy (the raw score where none applies)
     final: float | None  # after the course file's override (its score); None where the assignment is excused
-    graded: float  # the maximum graded here
-    total: float  # the maximum in all
+    maximum: float  # what the score is out of (autograder.report.parts: the one rule)
+    by_hand: float  # of the maximum, the points awaiting hand grading
+    gpu: float  # the points of the tests needing a GPU, not graded (not counted)
     adjusted: str  # "", "override" or "excused"
 
 
@@ -459,7 +559,7 @@ def _maxima(book: Gradebook) -> dict[str, float]:
     found: dict[str, float] = {}
     for row in book.rows():
         for name, parts in row["parts"].items() if row["status"] == "graded" else ():
-            found[name] = max(found.get(name, 0.0), rounded(parts.total))
+            found[name] = max(found.get(name, 0.0), rounded(parts.maximum))
     return dict(sorted(found.items()))
 
 
@@ -474,41 +574,55 @@ def stored_adjustments(book: Gradebook) -> dict[tuple[str, str, str], tuple[str,
     return {(student, assignment, kind): (value, reason) for student, assignment, kind, value, reason in cursor}
 
 
-def store_adjustments(book: Gradebook, entries: dict[tuple[str, str, str], tuple[str, str]], changes: list[dict],
-                      command: str) -> None:
+def store_adjustments(book: Gradebook, entries: dict[tuple[str, str, str], tuple[str, str]],
+                      changes: list[dict]) -> None:
     """Replace the extensions and overrides in force with `entries` (as stored_adjustments() gives them) and
-    add `changes` (dicts of student, assignment, change, before, after, reason) to the audit, made by
-    `command`, in one transaction."""
-    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    add `changes` (dicts of student, submission, assignment, change, before, after, reason) to the history, in
+    one transaction."""
     with book._transaction() as db:
         db.execute("DELETE FROM adjustments")
         db.executemany("INSERT INTO adjustments VALUES (?, ?, ?, ?, ?)", [(*k, *v) for k, v in entries.items()])
-        db.executemany("INSERT INTO audit VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                       [(now, command, c["student"], c["assignment"], c["change"], c["before"], c["after"], c["reason"])
-                        for c in changes])
+        history.add(db, changes)
+
+
+AUDITED = ("extension", "override", "excused")  # the course file's changes, the report's roster section lists them
 
 
 def audit(book: Gradebook) -> list[dict]:
-    """The audit's rows, oldest first."""
-    return _dicts(book._db.execute("SELECT * FROM audit ORDER BY rowid"))
+    """The history's rows of the course file's extensions, overrides and excusals, oldest first."""
+    return [row for row in history.rows(book._db) if row["change"].split(" removed")[0] in AUDITED]
 
 
 def adjustments(book: Gradebook) -> dict[str, dict[str, dict[str, dict]]]:
+    """{row name: {assignment: {kind: {"value": ..., "reason": ...}}}} (adjustments_of)."""
+    return adjustments_of(book._db)
+
+
+def adjustments_of(db: sqlite3.Connection) -> dict[str, dict[str, dict[str, dict]]]:
     """{row name: {assignment: {kind: {"value": ..., "reason": ...}}}}: each student's extensions and overrides
     under the name of the row that stands for the student (the submission, or the "missing" row)."""
-    rows = {row["id"]: row["submission"] or row["id"] for row in roster(book)}
+    if not _columns(db, "adjustments"):
+        return {}
+    rows = {row["id"]: row["submission"] or row["id"] for row in _dicts(db.execute("SELECT * FROM roster"))}
     found: dict[str, dict[str, dict[str, dict]]] = {}
-    for (student, assignment, kind), (value, reason) in stored_adjustments(book).items():
+    for student, assignment, kind, value, reason in db.execute("SELECT * FROM adjustments"):
         found.setdefault(rows.get(student, student), {}).setdefault(assignment, {})[kind] = {"value": value,
                                                                                             "reason": reason}
     return found
 
 
 def finals(book: Gradebook) -> dict[str, dict[str, Final]]:
+    """{row name: {assignment: Final}} (finals_of)."""
+    return finals_of(book._db)
+
+
+def finals_of(db: sqlite3.Connection) -> dict[str, dict[str, Final]]:
     """{row name: {assignment: Final}} of every row with a score (graded, or missing): the raw score, then
-    the late policy's penalty, then the course file's override or excuse."""
-    late, adjusted, found = book.late(), adjustments(book), {}
-    for row in book.rows():
+    the late policy's penalty, then the course file's override or excuse. Every view and export reads a
+    student's score here, read-only connections (the cohort report) included."""
+    rows = scored_rows(db)
+    late, adjusted, found = late_of(db, rows), adjustments_of(db), {}
+    for row in rows:
         if row["status"] not in SCORED:
             continue
         mine = found[row["name"]] = {}
@@ -516,17 +630,23 @@ def finals(book: Gradebook) -> dict[str, dict[str, Final]]:
             penalised = late.get(row["name"], {}).get(name, {}).get("penalised", rounded(parts.score))
             value = adjusted.get(row["name"], {}).get(name, {}).get("override", {}).get("value")
             final = penalised if value is None else None if value == EXCUSED else rounded(float(value))
-            mine[name] = Final(rounded(parts.score), penalised, final, rounded(parts.graded), rounded(parts.total),
-                               "" if value is None else EXCUSED if value == EXCUSED else "override")
+            mine[name] = Final(rounded(parts.score), penalised, final, rounded(parts.maximum), rounded(parts.by_hand),
+                               rounded(parts.gpu), "" if value is None else EXCUSED if value == EXCUSED else "override")
     return found
 
 
+def final_total(mine: dict[str, Final]) -> tuple[float, float]:
+    """(the final score, its maximum) of a row's assignments, the excused ones left out of both."""
+    counted = [f for f in mine.values() if f.final is not None]
+    return rounded(sum(f.final for f in counted)), rounded(sum(f.maximum for f in counted))
+
+
 def _final_cells(mine: dict[str, Final] | None, assignments: list[str]) -> list:
-    """grades.csv's final score per assignment ("excused" where excused) and their total."""
+    """grades.csv's final score per assignment ("excused" where excused), their total and its maximum."""
     if mine is None:
-        return [""] * (len(assignments) + 1)
+        return [""] * (len(assignments) + 2)
     cells = [EXCUSED if a in mine and mine[a].final is None else mine[a].final if a in mine else "" for a in assignments]
-    return [*cells, rounded(sum(c for c in cells if isinstance(c, float)))]
+    return [*cells, *final_total(mine)]
 
 
 def roster_view(path: Path) -> dict[str, list]:
@@ -535,7 +655,7 @@ def roster_view(path: Path) -> dict[str, list]:
     overrides in force, "audit" every change of them, newest first (empty where there is none)."""
     db = open_read_only(path)
     try:
-        if not _columns(db, "audit"):  # a gradebook made before the roster existed
+        if not _columns(db, "adjustments"):  # a gradebook made before the roster existed
             return {"missing": [], "unknown": [], "adjustments": [], "audit": []}
         students = _dicts(db.execute("SELECT * FROM roster ORDER BY position"))
         on_roster = {row["submission"] for row in students}
@@ -544,9 +664,27 @@ def roster_view(path: Path) -> dict[str, list]:
         return {"missing": [row for row in students if row["submission"] is None],
                 "unknown": [name for name in names if name not in on_roster] if students else [],
                 "adjustments": _dicts(db.execute("SELECT * FROM adjustments ORDER BY student, assignment, kind")),
-                "audit": _dicts(db.execute("SELECT * FROM audit ORDER BY rowid DESC"))}
+                "audit": [row for row in reversed(history.rows(db)) if row["change"].split(" removed")[0] in AUDITED]
+                if _columns(db, "history") else []}
     finally:
         db.close()
+
+
+def changes_of(db: sqlite3.Connection, student: str) -> tuple[list[str], list[dict]]:
+    """(who `student` names: roster ids and submission names, the history's rows about them, oldest first).
+    `student` is matched as the roster matches a submission (autograder.report.text.name_key) against each
+    student's id, submission, email, login and name, and against the submissions' names."""
+    wanted = name_key(student)
+    students = _dicts(db.execute("SELECT * FROM roster")) if _columns(db, "roster") else []
+    ids = {s["id"] for s in students if wanted in {name_key(s[k] or "") for k in ("id", "submission", "email", "login",
+                                                                               "name")}}
+    names = {s["submission"] for s in students if s["id"] in ids and s["submission"]}
+    names |= {name for (name,) in db.execute("SELECT name FROM submissions WHERE status != ?", (MISSING,))
+              if name_key(name) == wanted}
+    if not ids and not names:
+        return [], []
+    found = [row for row in history.rows(db) if (row["student"] and row["student"] in ids) or row["submission"] in names]
+    return sorted(ids) + sorted(names - ids), found
 
 
 # Read-only queries, for views of a whole cohort (the HTML report): they never create, change or lock a

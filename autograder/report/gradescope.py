@@ -2,15 +2,22 @@
 
 Gradescope knows two test statuses, passed and failed, so every other status becomes "failed" with
 its reason at the start of the test's output, except "not graded here: needs a GPU": such a test is
-listed as 0 of 0 points without a status (neither passed nor failed), its name and output say why,
-and the overall output says what the score is out of (the assignment's total to set on Gradescope).
-Written answers graded by hand (status "manual") are left to Gradescope's manual grading the same
-way: listed as 0 of 0 points without a status, named "(graded by hand)", the output saying what they
-are worth; the overall output says how many points are graded by hand, outside the autograder score
-(set up a manually graded question with the handout's rubric for them). The output's first line is the
-score with the parts of the maximum as every view names them (autograder.report.parts), and extra_data
-holds them as numbers. A submission that is not gradable, or that the grader could not complete, has no
-score and no tests: the output's first line says why. Test visibilities use Gradescope's own names, so they pass through unchanged. The schema this output follows is gradescope_schema.json beside this file.
+listed as 0 of 0 points without a status (neither passed nor failed), its name and output say why.
+The prose of each written question is left to Gradescope's manual grading the same way, whether it awaits
+a grader, is blank or is missing: listed as 0 of 0 points without a status, named "(graded by hand)", the
+output saying what it is worth; so the tests' points add up to the same figure for every submission, the
+maximum (autograder.report.parts: the one rule) less the written answers' points, which is what to set as
+the autograder's points on Gradescope, with a manually graded question worth the rest. (In a batch's
+files, an answer already scored by hand is listed with its score.) The output's first line is the score out
+of the maximum as every view says it, the next one how the maximum splits, and extra_data holds the numbers.
+
+A submission that is not gradable, or that the grader could not complete, has no score, and Gradescope's
+format has no way to say "no score" (a file without a score needs one on each test, and any score would be
+read as a 0): `write_results` writes no results.json for it, which Gradescope documents as the autograder
+failing ("The autograder failed to execute correctly"): the run is marked failed for the course staff and
+the student gets no score, never a 0; the grader's output (Gradescope shows it to the staff) says why, and
+feedback.md beside it. Test visibilities use Gradescope's own names, so they pass through unchanged. The
+schema this output follows is gradescope_schema.json beside this file.
 
 Once an assignment's answers are released (the course file's date, autograder/cohort/answers.py), its
 answer key follows the tests as one more entry of 0 / 0 points without a status, in Markdown, with
@@ -24,7 +31,7 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from autograder.report.parts import as_dict, describe, parts_of
+from autograder.report.parts import WRITTEN_PROSE, as_dict, describe, parts_of
 from autograder.report.text import clean, explanation, rounded
 from autograder.model.results import GradeReport, TestResult
 from autograder.report.answers import AnswerKey, key_markdown
@@ -38,11 +45,17 @@ def schema() -> dict:
     return json.loads(SCHEMA.read_text())
 
 
+def by_hand(test: TestResult) -> bool:
+    """A written question's prose not scored yet (awaiting a grader, blank or missing): Gradescope's manual
+    grading gives its points, never the autograder."""
+    return bool(WRITTEN_PROSE.fullmatch(test.name)) and test.status != "hand_graded"
+
+
 def case_entry(test: TestResult) -> dict:
     output = explanation(test)
     if test.status != "passed" and test.hint:
         output += f"\nHint: {test.hint}"
-    if test.status == "manual":  # Gradescope's manual grading gives these points, not the autograder
+    if by_hand(test):
         return {"name": f"{test.name} (graded by hand)", "score": 0.0, "max_score": 0.0,
                 "output": f"{output}; worth {test.max_points:g} points, graded by hand with the handout's rubric "
                           "(not part of the autograder score)",
@@ -62,24 +75,20 @@ def case_entry(test: TestResult) -> dict:
     }
 
 
-def gpu_note(report: GradeReport) -> list[str]:
-    """What the total is out of, when some tests were not graded for want of a GPU."""
+def maximum_note(report: GradeReport) -> list[str]:
+    """How the maximum splits: the autograder's points (the tests' max_score, the same for every submission),
+    the written answers' points graded by hand, and the points needing a GPU (not counted)."""
+    parts = parts_of(report.tests)
+    hand = sum(t.max_points for t in report.tests if by_hand(t))
     waiting = [t for t in report.tests if t.status == "not_graded"]
-    if not waiting:
-        return []
-    graded = sum(t.max_points for t in report.tests if t.status not in ("not_graded", "manual"))
-    tests = f"{len(waiting)} test{'s' * (len(waiting) != 1)} worth {sum(t.max_points for t in waiting):g} points"
-    return [f"score out of {graded:g} points: {tests} need{'s' * (len(waiting) == 1)} a GPU, not graded "
-            "here (listed as 0 / 0)"]
-
-
-def manual_note(report: GradeReport) -> list[str]:
-    """How many points the written answers graded by hand are worth, outside this score."""
-    manual = [t for t in report.tests if t.status == "manual"]
-    if not manual:
-        return []
-    return [f"{sum(t.max_points for t in manual):g} points of written answers are graded by hand ({len(manual)} "
-            "answers, listed as 0 / 0): they come from manual grading, not from this score"]
+    lines = [f"maximum {parts.maximum:g} points: {parts.maximum - hand:g} graded by this autograder"
+             + (f", {hand:g} for written answers graded by hand (listed as 0 / 0; on Gradescope, a manually "
+                f"graded question worth {hand:g})" if hand else "")]
+    if waiting:
+        lines.append(f"not counted: {len(waiting)} test{'s' * (len(waiting) != 1)} worth "
+                     f"{sum(t.max_points for t in waiting):g} points need{'s' * (len(waiting) == 1)} a GPU, not "
+                     "graded here (listed as 0 / 0)")
+    return lines
 
 
 def answer_entry(key: AnswerKey, tests: list[TestResult]) -> dict:
@@ -91,18 +100,15 @@ def answer_entry(key: AnswerKey, tests: list[TestResult]) -> dict:
 
 def results_json(report: GradeReport, released: Mapping[str, AnswerKey] | None = None) -> dict:
     """results.json; `released`: the AnswerKey of each assignment whose answers students may see now."""
-    if report.not_gradable or not report.tests:  # no score at all: the output's first line says why
-        why = f"Not gradable: {report.not_gradable}" if report.not_gradable else NOT_GRADED
-        return {"execution_time": round(report.execution_time, 3), "visibility": "visible",
-                "output": "\n".join(clean(line) for line in [why, *report.log]), "stdout_visibility": "hidden",
-                "extra_data": {"not_gradable": clean(report.not_gradable)} if report.not_gradable else {},
-                "tests": []}
+    if not scored(report):
+        raise ValueError(f"{report.submission} has no score ({no_score(report)}): Gradescope's format cannot say "
+                         "so, and write_results writes no results.json for it")
     parts = parts_of(report.tests)
     return {
         "score": rounded(parts.score),
         "execution_time": round(report.execution_time, 3),
-        "output": "\n".join(clean(line) for line in [f"Score: {describe(parts)}"] + gpu_note(report)
-                             + manual_note(report) + report.log),
+        "output": "\n".join(clean(line) for line in [f"Score: {describe(parts)}"] + maximum_note(report)
+                             + report.log),
         "extra_data": {"points": as_dict(parts)},
         "visibility": "visible",
         # The grader's stdout may name hidden tests: instructors only.
@@ -111,6 +117,26 @@ def results_json(report: GradeReport, released: Mapping[str, AnswerKey] | None =
         + [answer_entry(released[name], tests) for name, tests in report.by_assignment().items()
            if name in (released or {})],
     }
+
+
+def scored(report: GradeReport) -> bool:
+    """Whether the report has a score (it was graded: not "not gradable", not a failure of the grader)."""
+    return not report.not_gradable and bool(report.tests)
+
+
+def no_score(report: GradeReport) -> str:
+    """Why a report has no score, in one line."""
+    return f"Not gradable: {report.not_gradable}" if report.not_gradable else NOT_GRADED
+
+
+def write_results(report: GradeReport, path: Path, released: Mapping[str, AnswerKey] | None = None) -> bool:
+    """results.json at `path` for a report with a score; for one without, no file (an earlier one is removed):
+    Gradescope marks the run failed, never a 0 (the module's docstring). Returns whether it wrote the file."""
+    if not scored(report):
+        path.unlink(missing_ok=True)
+        return False
+    path.write_text(json.dumps(results_json(report, released), indent=2) + "\n")
+    return True
 
 
 def with_adjustments(results: dict, lines: list[str], added: float) -> dict:

@@ -2,7 +2,9 @@
 
 failed and not_implemented become <failure>, error becomes <error>, not_graded, skipped and manual (a
 written answer still to be graded by hand) become <skipped> (with the reason); hand_graded is a plain
-testcase; points travel as <properties>. Text is cleaned first, since XML 1.0
+testcase; points travel as <properties>: each test's points and max_points, and each testsuite's score out
+of its maximum (autograder.report.parts: the one rule, the same as in every view) with the points of it
+awaiting hand grading and those needing a GPU (not counted). Text is cleaned first, since XML 1.0
 cannot hold most control characters and a student's message may contain any.
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+from autograder.report.parts import parts_of
 from autograder.report.text import clean, explanation, points, reason
 from autograder.model.results import GradeReport, TestResult
 
@@ -43,8 +46,9 @@ def junit_xml(report: GradeReport) -> str:
                       **_counts(report.tests))
     for assignment, tests in report.by_assignment().items():
         suite = ET.SubElement(root, "testsuite", name=assignment, time="0", **_counts(tests))
-        got = sum(t.points for t in tests)
-        _properties(suite, points=points(got), max_points=points(sum(t.max_points for t in tests)))
+        parts = parts_of(tests)
+        _properties(suite, points=points(parts.score), max_points=points(parts.maximum),
+                    awaiting_hand_grading=points(parts.by_hand), not_counted_needing_a_gpu=points(parts.gpu))
         for test in tests:
             _testcase(suite, test)
     ET.indent(root)

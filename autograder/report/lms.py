@@ -9,7 +9,9 @@ the scores after the late policy and the course file's overrides (autograder.rep
 Canvas, as its gradebook import reads a file: the header Student, ID, SIS User ID, SIS Login ID, Section,
 then one column per assignment, "<name> (<id>)" where the course file's [export] canvas_ids gives Canvas's
 id of it (Canvas matches the column by that id), else the plain name (Canvas matches it by title, or makes
-a new assignment of that title). The next row is "Points Possible": each assignment's maximum in all.
+a new assignment of that title). The next row is "Points Possible": each assignment's maximum, the one rule
+of every view (autograder.report.parts: all its points but those of the tests that need a GPU while they are
+not graded), so that Canvas's percentage is the one every other file shows.
 Canvas finds a student by ID (its own user id, which a roster does not have: left empty), then SIS User ID
 (the roster's id), SIS Login ID (the roster's login, else the email), then the name. A cell holds the final
 score; "EX" where the assignment is excused (Canvas's mark for excused); 0 for a student with no submission.
@@ -20,10 +22,14 @@ grader error) is no score: its cells stay empty, and the export says so. Submiss
 roster cannot be placed in Canvas: left out, and named.
 
 The plain CSV: the roster's id, name, email and section, the submission's name and status, then for each
-assignment its maximum in all ("max"), its maximum graded here, the raw score, the penalised score (after
+assignment its maximum, the points of it awaiting hand grading, the raw score, the penalised score (after
 the late policy), the final score (after the course file's overrides; "excused" where excused) and the
-percentage (the final score out of the points graded here, as every view shows a score); then the same for
-the total, excused assignments left out of it; and a note. Submissions of no one on the roster follow the
+percentage (the final score out of the maximum, as every view shows a score); then the same for the total,
+excused assignments left out of it; and a note.
+
+Both files are rewritten from the gradebook by every step that changes it (autograder.cohort.publish: a batch,
+a regrade, `manual import`, `report`, an export), wherever they were written: the gradebook remembers each
+file exported (`remember`), so no export is left holding an old grade. Submissions of no one on the roster follow the
 roster's students, noted "not on the roster"; without a roster, every submission is such a row.
 
 Every cell that comes from a student or the roster goes through safe_cell: a name beginning with `=` is
@@ -42,7 +48,7 @@ FILES = {"canvas": "canvas.csv", "csv": "lms.csv"}  # the default file of each f
 CANVAS_STUDENT = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
 CANVAS_POINTS = "Points Possible"
 CANVAS_EXCUSED = "EX"
-PLAIN_PARTS = ("max", "max graded here", "raw", "penalised", "final", "percent")
+PLAIN_PARTS = ("max", "awaiting hand grading", "raw", "penalised", "final", "percent")
 NOT_ON_ROSTER = "not on the roster"
 
 
@@ -60,11 +66,12 @@ def _placed(book: Gradebook) -> tuple[list[tuple[dict, dict | None]], list[dict]
 
 
 def _assignments(final: dict[str, dict[str, Final]]) -> dict[str, float]:
-    """{assignment: its maximum in all}, by name."""
+    """{assignment: its maximum}, by name: the highest among the rows (they are all the same but where some
+    submissions' GPU tests were graded and others' not yet, which _canvas_notes names)."""
     maxima: dict[str, float] = {}
     for mine in final.values():
         for name, f in mine.items():
-            maxima[name] = max(maxima.get(name, 0.0), f.total)
+            maxima[name] = max(maxima.get(name, 0.0), f.maximum)
     return dict(sorted(maxima.items()))
 
 
@@ -88,7 +95,7 @@ def write_canvas(book: Gradebook, path: Path, canvas_ids: dict[str, int]) -> lis
             cells = [_canvas_cell(row, final, adjusted, name) for name in maxima]
             writer.writerow([safe_cell(student["name"]), "", safe_cell(student["id"]), safe_cell(student["login"]),
                              safe_cell(student["section"]), *cells])
-    return _canvas_notes(placed, others, final)
+    return _canvas_notes(placed, others, final, maxima)
 
 
 def _canvas_cell(row: dict | None, final: dict[str, dict[str, Final]], adjusted: dict, assignment: str) -> str:
@@ -100,7 +107,8 @@ def _canvas_cell(row: dict | None, final: dict[str, dict[str, Final]], adjusted:
     return CANVAS_EXCUSED if override.get("value") == EXCUSED else ""
 
 
-def _canvas_notes(placed: list[tuple[dict, dict | None]], others: list[dict], final: dict) -> list[str]:
+def _canvas_notes(placed: list[tuple[dict, dict | None]], others: list[dict], final: dict,
+                  maxima: dict[str, float]) -> list[str]:
     notes = []
     if others:
         notes.append(f"left out, not on the roster (Canvas could not place them): {', '.join(r['name'] for r in others)}")
@@ -108,10 +116,14 @@ def _canvas_notes(placed: list[tuple[dict, dict | None]], others: list[dict], fi
              if row is None or row["status"] not in SCORED]
     if empty:
         notes.append(f"left empty, not graded (Canvas keeps what it has; never a 0): {', '.join(empty)}")
-    waiting = [s["id"] for s, row in placed if row and any(f.graded < f.total for f in final.get(row["name"], {}).values())]
+    waiting = [s["id"] for s, row in placed if row and any(f.by_hand for f in final.get(row["name"], {}).values())]
     if waiting:
-        notes.append(f"{len(waiting)} student(s) with points not graded yet (awaiting hand grading, or needing a GPU), "
-                     f"which count as 0 of the maximum in all: {', '.join(waiting)}")
+        notes.append(f"{len(waiting)} student(s) with written answers awaiting hand grading, 0 until graded "
+                     f"(`manual export`): {', '.join(waiting)}")
+    short = [s["id"] for s, row in placed if row and any(f.maximum < maxima[a] for a, f in final.get(row["name"], {}).items())]
+    if short:
+        notes.append(f"{len(short)} student(s) whose tests needing a GPU are not graded yet while others' are (grade "
+                     f"them on a GPU node: `batch --regrade`): {', '.join(short)}")
     return notes
 
 
@@ -144,14 +156,43 @@ def _plain_cells(mine: dict[str, Final] | None, names: list[str]) -> list:
         if f is None:
             cells += [""] * len(PLAIN_PARTS)
             continue
-        cells += [f.total, f.graded, f.raw, f.penalised, EXCUSED if f.final is None else f.final, _percent(f.final, f.graded)]
+        cells += [f.maximum, f.by_hand, f.raw, f.penalised, EXCUSED if f.final is None else f.final,
+                  _percent(f.final, f.maximum)]
         if f.final is not None:
-            total = [a + b for a, b in zip(total, (f.total, f.graded, f.raw, f.penalised, f.final))]
-    return [*cells, *(rounded(v) for v in total), _percent(total[4], total[1])]
+            total = [a + b for a, b in zip(total, (f.maximum, f.by_hand, f.raw, f.penalised, f.final))]
+    return [*cells, *(rounded(v) for v in total), _percent(total[4], total[0])]
 
 
-def _percent(score: float | None, graded: float) -> float | str:
-    return "" if score is None or not graded else rounded(100 * score / graded)
+def _percent(score: float | None, maximum: float) -> float | str:
+    return "" if score is None or not maximum else rounded(100 * score / maximum)
+
+
+def remember(book: Gradebook, path: Path, fmt: str, canvas_ids: dict[str, int] | None = None) -> None:
+    """Keep in the gradebook that `path` was exported in format `fmt`, so that every later step rewrites it."""
+    import json
+
+    with book._transaction() as db:
+        db.execute("INSERT OR REPLACE INTO exports VALUES (?, ?, ?)",
+                   (str(Path(path).resolve()), fmt, json.dumps({"canvas_ids": canvas_ids or {}})))
+
+
+def rewrite(book: Gradebook, canvas_ids: dict[str, int] | None = None) -> list[str]:
+    """Write again every file exported from this gradebook (`remember`), with `canvas_ids` where given (the
+    course file's), else those it was written with. Returns what could not be written, and why: the files
+    are derived, so a file that cannot be written costs nothing of the gradebook."""
+    import json
+
+    failed = []
+    for path, fmt, options in book._db.execute("SELECT path, format, options FROM exports ORDER BY path").fetchall():
+        try:
+            if fmt == "canvas":
+                ids = canvas_ids if canvas_ids is not None else json.loads(options).get("canvas_ids", {})
+                write_canvas(book, Path(path), ids)
+            else:
+                write_plain(book, Path(path))
+        except (OSError, LmsError) as exc:
+            failed.append(f"{path} ({type(exc).__name__}: {exc})")
+    return failed
 
 
 def _reason(row: dict | None) -> str:

@@ -1,9 +1,9 @@
 """Markdown feedback for one student, in the order a student reads it.
 
-1. The score out of the points graded here, then the other parts of the maximum (awaiting hand grading,
-   needing a GPU: autograder.report.parts) and the total, and why the GPU points are not graded here. A
-   submission that is not gradable (a corrupt zip, an empty folder) gets its reason first, and no score.
-2. One row per assignment: points graded here, passed, to fix, not implemented, awaiting hand grading,
+1. The score out of the maximum (autograder.report.parts: the one rule), the points of it awaiting hand
+   grading, and the points needing a GPU, not graded here and not counted. A submission that is not
+   gradable (a corrupt zip, an empty folder) gets its reason first, and no score.
+2. One row per assignment: score / maximum, passed, to fix, not implemented, awaiting hand grading,
    not graded (GPU), hidden tests.
 3. What to fix: each failing test function with what it checks, the message (expected and got, the
    first lines of it) and the hint; further failing cases of the same function one line each.
@@ -138,7 +138,7 @@ def _gpu_sentence(waiting: list[TestResult]) -> str:
 
 
 def _table(report: GradeReport, released: Mapping[str, AnswerKey]) -> list[str]:
-    lines = ["| assignment | points graded here | passed | to fix | not implemented | awaiting hand grading "
+    lines = ["| assignment | score / maximum | passed | to fix | not implemented | awaiting hand grading "
              "| not graded (GPU) | hidden tests |",
              "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for assignment, tests in report.by_assignment().items():
@@ -198,9 +198,7 @@ def feedback_markdown(report: GradeReport, released: Mapping[str, AnswerKey] | N
         return "\n".join(lines + (["## Grading notes", "", fenced("\n".join(report.log)), ""] if report.log else []))
     waiting = [t for t in report.tests if t.status == "not_graded"]
     parts = parts_of(report.tests)
-    score = f"Score: **{fraction(parts)}** points graded here{tail(parts)}."
-    lines = [f"# Feedback: {code(report.submission)}", "",
-             score + (" " + _gpu_sentence(waiting) if waiting else ""), ""]
+    lines = [f"# Feedback: {code(report.submission)}", "", f"Score: **{fraction(parts)}** points{tail(parts)}.", ""]
     lines += _table(report, released) if report.tests else []
     shown = [t for t in report.tests if not concealed(t, released)]
     fix = by_function([t for t in shown if t.status in TO_FIX])

@@ -8,17 +8,19 @@ sheet is a local file, and the one script (site.js, which sorts a table when its
 local file the pages' Content-Security-Policy allows by origin; no page has inline script, and without
 the script every table still reads in the gradebook's order.
 
-What the index shows: each assignment's score distribution; who needs help (the lowest scores, the most
-tasks not implemented, the most time-outs); each test function's pass rate, hardest first, with its most
+What the index shows: each assignment's score distribution; who needs help (every student the term is going
+wrong for: no submission, not gradable, a grader error, the lowest final scores; then the most tasks not
+implemented and the most time-outs); each test function's pass rate, hardest first, with its most
 common failure messages grouped (written answers graded by hand and the runs that could not run are left
 out of it); the points of each task; the static checks' hits (a forbidden API, a broken Triton rule), apart
 from the tests that failed by what the code computed; the submissions the grader could not grade and those
 that are not gradable (each with its reason; neither is in the statistics); the points that need a GPU and
 were not graded here; and every submission, with its section where the gradebook holds a roster and its
-penalised scores beside the raw ones where a late policy applies, linked to its page (its tests as a
-table, its feedback.md rendered). Scores are shown out of the points graded here, beside the other parts
-of the maximum (autograder.report.parts), as in every other view. Every table scrolls sideways inside the
-page when it is wider than the window.
+penalised scores beside the raw ones where a late policy applies, and its final score (after the course
+file's overrides and excusals, autograder.report.gradebook.finals_of: the number grades.csv and the LMS
+exports hold), linked to its page (its tests as a table, its feedback.md rendered). Scores are shown out of
+the maximum, beside the parts of it (autograder.report.parts), as in every other view. Every table scrolls
+sideways inside the page when it is wider than the window.
 
 Everything comes from the gradebook's rows as stored, read through one read-only connection: a status
 this module does not know (a newer grader's) is shown as itself, and every total is read through
@@ -42,8 +44,8 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from markdown_it import MarkdownIt
 
 from autograder.report import one_folder, submission_folder
-from autograder.report.gradebook import (late_rows, open_read_only, result_rows, roster_sections, roster_view,
-                                         submission_rows)
+from autograder.report.gradebook import (MISSING, Final, final_total, finals_of, late_rows, open_read_only,
+                                         result_rows, roster_sections, roster_view, submission_rows)
 from autograder.report.markdown import feedback_markdown
 from autograder.report.site_charts import write_charts
 from autograder.report.parts import NONE, Parts, after_penalty, by_assignment, parts_of
@@ -152,6 +154,7 @@ class Submission:
     feedback: str = ""  # Markdown
     section: str = ""  # the roster's, where the gradebook holds one
     late: dict[str, dict] = field(default_factory=dict)  # assignment -> the late policy's row, where one applies
+    final: dict[str, Final] = field(default_factory=dict)  # assignment -> its final score (finals_of), where scored
     # The sums over the tests, each made once: every table of the index reads them again.
     _sums: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -162,6 +165,18 @@ class Submission:
     @property
     def not_gradable(self) -> bool:
         return self.status == "not_gradable"
+
+    @property
+    def missing(self) -> bool:
+        return self.status == MISSING
+
+    def final_total(self) -> tuple[float, float] | None:
+        """(the final score, its maximum), excused assignments left out; None where there is no score."""
+        return final_total(self.final) if self.final else None
+
+    def adjusted(self) -> dict[str, Final]:
+        """The assignments whose final score the course file set (an override, or excused)."""
+        return {name: f for name, f in self.final.items() if f.adjusted}
 
     def parts(self) -> Parts:
         """The score and the parts of its maximum (autograder.report.parts), from the stored test rows."""
@@ -179,9 +194,9 @@ class Submission:
         return sum(outcome(t) == status for t in self.tests)
 
     def share(self) -> float | None:
-        """The score's share of the points graded here (None when not graded or nothing was)."""
-        parts = self.parts()
-        return parts.score / parts.graded if self.graded and parts.graded else None
+        """The final score's share of its maximum (None when there is no score, or a maximum of 0)."""
+        total = self.final_total()
+        return total[0] / total[1] if total and total[1] else None
 
     def penalised(self) -> dict[str, float]:
         """Each assignment's score after its late penalty (the raw one where none applies), computed from the
@@ -215,6 +230,7 @@ def load(out: Path) -> list[Submission]:
     db = open_read_only(out / "gradebook.sqlite")
     try:
         rows, results, late, sections = submission_rows(db), result_rows(db), late_rows(db), roster_sections(db)
+        final = finals_of(db)
     finally:
         db.close()
     lateness: dict[str, dict[str, dict]] = {}
@@ -232,7 +248,8 @@ def load(out: Path) -> list[Submission]:
             name=row["name"], status=row["status"], message=row["message"], graded_at=row["graded_at"],
             totals=totals(row), page=page_name(index, row["name"]), tests=mine, log=stored.get("log", []),
             feedback=_feedback(out, row["name"], row.get("report")) if row["status"] != "error" else "",
-            section=sections.get(row["name"], ""), late=lateness.get(row["name"], {})))
+            section=sections.get(row["name"], ""), late=lateness.get(row["name"], {}),
+            final=final.get(row["name"], {})))
     return submissions
 
 
@@ -266,16 +283,16 @@ def stats(values: list[float]) -> dict:
 
 
 def assignment_figures(submissions: list[Submission]) -> list[dict]:
-    """Per assignment: the maximum, the distribution of the graded submissions' scores and the GPU points
-    not graded per submission."""
+    """Per assignment: its maximum (the one rule: autograder.report.parts), the points of it awaiting hand
+    grading and those needing a GPU (not counted), and the distribution of the graded submissions' final
+    scores (excused ones left out)."""
     graded = [s for s in submissions if s.graded]
-    names = sorted({a for s in graded for a in s.totals.assignments})
+    names = sorted({a for s in graded for a in s.assignment_parts()})
     figures = []
     for name in names:
-        pairs = [s.totals.assignments[name] for s in graded if name in s.totals.assignments]
-        parts = [s.assignment_parts().get(name, NONE) for s in graded if name in s.totals.assignments]
-        figures.append({"name": name, "max_score": max(p[1] for p in pairs), "scores": [p[0] for p in pairs],
-                        **stats([p[0] for p in pairs]), "max_graded": max(p.graded for p in parts),
+        parts = [s.assignment_parts()[name] for s in graded if name in s.assignment_parts()]
+        scores = [s.final[name].final for s in graded if name in s.final and s.final[name].final is not None]
+        figures.append({"name": name, "max_score": max(p.maximum for p in parts), "scores": scores, **stats(scores),
                         "by_hand": max(p.by_hand for p in parts), "gpu_points": max(p.gpu for p in parts)})
     return figures
 
@@ -355,21 +372,26 @@ def gpu_not_graded(submissions: list[Submission]) -> list[dict]:
 
 
 def needs_help(submissions: list[Submission], rows: int = HELP_ROWS) -> dict[str, list[Submission]]:
-    """Who needs help, by three signs, each list of at most `rows` graded submissions, the clearest sign
-    first (ties: the lower share of points, then the name): "lowest" the lowest shares of the points graded
-    here (full marks left out), "not_implemented" the most tasks whose stub is still in place, "timeouts"
-    the most calls that ran over their CPU budget."""
+    """Who needs help. "going_wrong": every student the term is going wrong for, whatever their number: no
+    submission, not gradable, a grader error (each needs someone to act), then the `rows` lowest shares of
+    the final score (after the late policy and the course file's overrides: a penalised score counts as
+    penalised, an excused assignment not at all; full marks left out). Then two signs among the graded, each
+    list of at most `rows`, the clearest sign first (ties: the lower share, then the name): "not_implemented"
+    the most tasks whose stub is still in place, "timeouts" the most calls that ran over their CPU budget."""
     shares = {s.name: s.share() for s in submissions if s.share() is not None}
-    graded = [s for s in submissions if s.name in shares]
+    graded = [s for s in submissions if s.name in shares and s.graded]
+    scored = [s for s in submissions if s.name in shares]
 
-    def ranked(sign) -> list[Submission]:
+    def ranked(sign, among: list[Submission]) -> list[Submission]:
         """The submissions with a sign (a negative number: the more negative, the clearer), clearest first."""
-        found = sorted((sign(s), shares[s.name], s.name, index) for index, s in enumerate(graded))
-        return [graded[index] for value, _, _, index in found if value < 0][:rows]
+        found = sorted((sign(s), shares[s.name], s.name, index) for index, s in enumerate(among))
+        return [among[index] for value, _, _, index in found if value < 0][:rows]
 
-    return {"lowest": ranked(lambda s: shares[s.name] - 1),
-            "not_implemented": ranked(lambda s: -len(s.not_implemented_tasks())),
-            "timeouts": ranked(lambda s: -s.timeouts())}
+    unscored = [s for kind in (MISSING, "not_gradable", "error") for s in submissions if s.status == kind]
+    low = [s for s in ranked(lambda s: shares[s.name] - 1, scored) if not s.missing]
+    return {"going_wrong": unscored + low,
+            "not_implemented": ranked(lambda s: -len(s.not_implemented_tasks()), graded),
+            "timeouts": ranked(lambda s: -s.timeouts(), graded)}
 
 
 def static_check_hits(submissions: list[Submission]) -> list[dict]:
@@ -402,6 +424,25 @@ def environment() -> Environment:
 MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable("table").disable(["link", "image", "autolink"])
 
 
+# The HTML comments that mark a feedback.md's sections (autograder.cohort.late): a rendering with raw HTML off
+# would show them as text; only a whole line that is exactly such a mark is taken out (a student's text can
+# put one nowhere but inside a fenced block, where it stays).
+SECTION_MARK = re.compile(r"^<!-- /?[a-z ]+ -->$")
+
+
+def without_marks(text: str) -> str:
+    """A feedback.md's text without its section marks, for rendering."""
+    lines, fence = [], None
+    for line in text.splitlines():
+        opened = re.match(r"^(`{3,})", line)
+        if opened and (fence is None or opened.group(1).startswith(fence)):
+            fence = None if fence else opened.group(1)
+        if fence is None and not opened and SECTION_MARK.match(line):
+            continue
+        lines.append(line)
+    return "\n".join(lines)
+
+
 def render_markdown(text: str) -> str:
     """`text` as HTML; a table column's alignment becomes a class (the pages' policy allows no inline style)."""
     tokens = MARKDOWN.parse(text)
@@ -426,14 +467,15 @@ def write_site(out: Path) -> Path:
     for name in (STYLE_SHEET, SCRIPT):
         shutil.copyfile(Path(__file__).with_name(TEMPLATES) / name, site / name)
     assignments = assignment_figures(submissions)
-    charts = write_charts(site / "charts", assignments, [s.totals.score for s in submissions if s.graded])
+    charts = write_charts(site / "charts", assignments, [s.final_total()[0] for s in submissions if s.graded])
     built = datetime.now(timezone.utc).isoformat(timespec="seconds")
     index = site / "index.html"
     tests = pass_rates(submissions)
     index.write_text(env.get_template("index.html").render(
         root="", built=built, script=SCRIPT, submissions=submissions, assignments=assignments, charts=charts,
         tests=tests, tasks=task_points(submissions), gpu=gpu_not_graded(submissions),
-        errors=[s for s in submissions if s.status == "error"],
+        errors=[s for s in submissions if s.status == "error"], missing=[s for s in submissions if s.missing],
+        adjusted=any(s.adjusted() for s in submissions),
         not_gradable=[s for s in submissions if s.not_gradable], test_errors=[s for s in submissions if s.count("error")],
         similarity=(site / SIMILARITY_PAGE).is_file(), grades_csv=(out / "grades.csv").is_file(),
         statuses=_statuses(tests), help=needs_help(submissions), help_rows=HELP_ROWS,
@@ -445,7 +487,8 @@ def write_site(out: Path) -> Path:
     for submission in submissions:
         (site / submission.page).write_text(page.render(
             root="../", built=built, script="", s=submission, assignments=_by_assignment(submission.tests),
-            feedback=render_markdown(submission.feedback) if submission.feedback else ""), encoding="utf-8")
+            feedback=render_markdown(without_marks(submission.feedback)) if submission.feedback else ""),
+            encoding="utf-8")
     return index
 
 

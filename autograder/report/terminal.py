@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from autograder.report.gradebook import SCORED
+from autograder.report.gradebook import SCORED, final_total
 from autograder.report.markdown import by_function
 from autograder.report.parts import NONE, Parts, by_assignment, describe, fraction, parts_of
 from autograder.report.text import REASONS, clean, points
@@ -63,8 +63,8 @@ def assignment_table(assignment: str, tests: list[TestResult]) -> Table:
 
 
 def summary_lines(report: GradeReport) -> list[str]:
-    """One line per assignment: `alpha  12 / 18 points graded here; 5 need a GPU, not graded here; 23 in all
-    (9/12 tests passed)`, the parts named as in every view (autograder.report.parts)."""
+    """One line per assignment: `alpha  12 / 18 points; 5 more need a GPU, not graded here (not counted) (9/12
+    tests passed)`, the parts named as in every view (autograder.report.parts)."""
     groups = report.by_assignment()
     width = max((len(name) for name in groups), default=0)
     lines = []
@@ -90,10 +90,12 @@ def print_report(report: GradeReport, console: Console | None = None) -> None:
         console.print(Text(clean(line), style="dim"))
 
 
-def gradebook_table(rows: list[dict]) -> Table:
-    """The cohort at a glance: one row per submission from `Gradebook.rows()`, each score out of the points
-    graded here, then the points awaiting hand grading and needing a GPU. Scores are never cut: on a narrow
-    terminal the names and notes wrap instead."""
+def gradebook_table(rows: list[dict], final: dict | None = None) -> Table:
+    """The cohort at a glance: one row per submission from `Gradebook.rows()`, each score out of its maximum
+    (autograder.report.parts), with the points of it awaiting hand grading and those needing a GPU (not
+    counted); with `final` (autograder.report.gradebook.finals), then the final total after the late policy and
+    the course file's overrides, out of its maximum. Scores and statuses are never cut: on a narrow terminal,
+    or in a pipe, the names and notes wrap instead."""
     assignments = sorted({name for row in rows for name in row["assignments"]})
     graded = [row["status"] in SCORED for row in rows]  # a student of the roster with no submission scores 0
     parts = [_parts(row) for row in rows]
@@ -104,11 +106,15 @@ def gradebook_table(rows: list[dict]) -> Table:
     for column, name in enumerate(assignments + ["total"]):
         table.add_column(name, justify="right", overflow="fold",
                          min_width=max((len(cells[column]) for cells in scores), default=1))
-    table.add_column("status", min_width=6)
+    if final is not None:
+        table.add_column("final", justify="right", no_wrap=True)
+    table.add_column("status", no_wrap=True)
     table.add_column("note", overflow="fold")
     for row, cells in zip(rows, scores):
-        status = Text(row["status"], style="green" if row["status"] == "graded" else "bold red")
-        table.add_row(Text(clean(row["name"])), *cells, status, Text(_last_line(row["message"])))
+        status = Text(row["status"], style="green" if row["status"] in SCORED else "bold red")
+        mine = final.get(row["name"]) if final is not None else None
+        ends = [Text("-" if mine is None else "/".join(map(points, final_total(mine))))] if final is not None else []
+        table.add_row(Text(clean(row["name"])), *cells, *ends, status, Text(_last_line(row["message"])))
     return table
 
 
@@ -125,8 +131,10 @@ def _parts(row: dict) -> dict[str, Parts]:
 
 
 def _score(parts) -> Text:
-    """`12/18` (out of the points graded here), then `+3 by hand`, `+5 GPU` where there are any."""
+    """`12/21` (out of the maximum), then `(3 by hand)` for the points of it awaiting hand grading and `+5 GPU`
+    for those needing a GPU (not counted), where there are any."""
     if parts is None:
         return Text("-")
-    extra = [f"+{points(value)} {name}" for name, value in (("by hand", parts.by_hand), ("GPU", parts.gpu)) if value]
+    extra = ([f"({points(parts.by_hand)} by hand)"] if parts.by_hand else []) + (
+        [f"+{points(parts.gpu)} GPU"] if parts.gpu else [])
     return Text(fraction(parts).replace(" ", "") + "".join(f" {e}" for e in extra))

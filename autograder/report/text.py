@@ -69,6 +69,12 @@ def short_name(test: TestResult) -> str:
     return path.rsplit("/", 1)[-1] + sep + rest
 
 
+def name_key(text: str) -> str:
+    """A name as matching compares it (the roster's, autograder.cohort.roster; `history STUDENT`): without case,
+    each run of spaces, `_`, `-` and `.` one space (`ada_lovelace` is "Ada Lovelace")."""
+    return " ".join(part for part in re.split(r"[\s_.\-]+", text.casefold()) if part)
+
+
 def rounded(value: float) -> float:
     """A number of points as every file shows it: to two decimals, without float noise (151.54999999999998
     is 151.55)."""

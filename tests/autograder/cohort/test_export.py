@@ -83,8 +83,9 @@ def test_the_plain_file_has_maximum_raw_penalised_final_and_percentage(tmp_path)
         notes = write_plain(book, tmp_path / "lms.csv")
     rows = {row["id"] or row["submission"]: row for row in csv.DictReader(open(tmp_path / "lms.csv", encoding="utf-8"))}
     ada = rows["s1"]
-    assert {k: ada[f"alpha {k}"] for k in ("max", "max graded here", "raw", "penalised", "final", "percent")} == \
-        {"max": "6.0", "max graded here": "6.0", "raw": "6.0", "penalised": "3.0", "final": "3.0", "percent": "50.0"}
+    assert {k: ada[f"alpha {k}"] for k in ("max", "awaiting hand grading", "raw", "penalised", "final", "percent")} \
+        == {"max": "6.0", "awaiting hand grading": "0.0", "raw": "6.0", "penalised": "3.0", "final": "3.0",
+            "percent": "50.0"}
     assert (ada["beta raw"], ada["beta final"], ada["total final"], ada["total percent"]) == ("1.0", "1.5", "4.5", "56.25")
     cy = rows["s3"]
     assert (cy["status"], cy["alpha final"], cy["alpha percent"], cy["total max"], cy["total final"]) == \
@@ -109,7 +110,7 @@ def test_the_export_command_applies_the_course_file_then_writes_every_file_again
     assert (header[5:], ada[5:]) == (["flash_attention", "resource_accounting (4711)"], ["2", "6"])
     with Gradebook(tmp_path / "out" / "gradebook.sqlite") as book:
         assert audit(book)[-1]["command"] == "python -m autograder export --format canvas out --course grading.toml"
-    grades = {row["name"]: row for row in csv.DictReader(open(tmp_path / "out" / "grades.csv"))}
+    grades = {row["submission"]: row for row in csv.DictReader(open(tmp_path / "out" / "grades.csv"))}
     assert grades["alovelace"]["flash_attention final"] == "2.0"  # written again from the changed gradebook
     assert main(["export", "--format", "csv", "out", "--to", "plain.csv"]) == 0
     assert rows_of(tmp_path / "plain.csv")[0][:6] == ["id", "name", "email", "section", "submission", "status"]

@@ -231,7 +231,7 @@ def test_batch_keeps_raw_and_penalised_and_ignores_times_inside_submissions(tmp_
     times = {("alice", ANY): DUE + timedelta(days=1, hours=1), ("bob", "alpha"): DUE}
     out = tmp_path / "out"
     run_batch(cohort, out, grade_fn=toy_grade, console=quiet(), late=(policy, times))
-    rows = {r["name"]: r for r in csv.DictReader((out / "grades.csv").open())}
+    rows = {r["submission"]: r for r in csv.DictReader((out / "grades.csv").open())}
     assert {k: rows["alice"][k] for k in ("alpha", "total", "alpha penalised", "beta penalised", "total penalised",
                                           "alpha days late", "beta days late")} == \
         {"alpha": "2.0", "total": "3.0", "alpha penalised": "0.0", "beta penalised": "1.0", "total penalised": "1.0",

@@ -77,7 +77,7 @@ def test_submissions_match_by_id_or_name_and_the_student_without_one_is_missing(
         assert any("not on the roster" in m and "stranger" in m for m in settled.messages)
         assert any("s3 (Cy Dahl)" in m and "missing" in m for m in settled.messages)
         book.export_csv(tmp_path / "grades.csv")
-    grades = {r["name"]: r for r in csv.DictReader((tmp_path / "grades.csv").open())}
+    grades = {r["submission"] or r["id"]: r for r in csv.DictReader((tmp_path / "grades.csv").open())}
     assert (grades["s3"]["status"], grades["s3"]["total"], grades["s3"]["max"]) == ("missing", "0.0", "8.0")
 
 
@@ -160,7 +160,7 @@ def test_an_override_applies_after_the_late_policy_with_one_audit_row_per_change
         path.write_text("[roster]\nfile = \"roster.csv\"\n")
         settle(book, path, "batch four")
         assert [(r["change"], r["before"], r["after"]) for r in audit(book)] == [
-            ("override", "2", "5"), ("override", "5", "excused"), ("override removed", "excused", "2")]
+            ("override", "2", "5"), ("excused", "5", "excused"), ("excused removed", "excused", "2")]
         assert audit(book)[-1]["reason"].startswith("removed from the course file")
         assert finals(book)["s2"]["alpha"].final == 2.0
 
@@ -193,7 +193,7 @@ def test_the_batch_applies_the_course_file_and_every_file_shows_it(tmp_path):
                   command="python -m autograder batch cohort")
     said = screen.read_text()
     assert "not on the roster" in said and "stranger" in said and "s3 (Cy Dahl)" in said
-    grades = {r["name"]: r for r in csv.DictReader((tmp_path / "out" / "grades.csv").open())}
+    grades = {r["submission"] or r["id"]: r for r in csv.DictReader((tmp_path / "out" / "grades.csv").open())}
     assert (grades["bo_chen"]["alpha"], grades["bo_chen"]["alpha final"]) == ("1.0", "2.0")
     assert grades["s3"]["status"] == "missing"
     results = json.loads((tmp_path / "out" / "submissions" / "bo_chen" / "results.json").read_text())

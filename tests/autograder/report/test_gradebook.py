@@ -144,14 +144,16 @@ def test_export_csv_has_one_row_per_submission(tmp_path):
         book.record_error("carol", "d", "boom")
         book.export_csv(tmp_path / "grades.csv")
     rows = list(csv.reader(open(tmp_path / "grades.csv")))
-    parts = ["max graded here", "max awaiting hand grading", "max needing a GPU", "max"]
-    assert rows[0] == ["name", "alpha", *(f"alpha {p}" for p in parts), "beta", *(f"beta {p}" for p in parts),
-                       "total", *parts, "status", "reason"]
-    assert rows[1:] == [["alice", "3.0", "3.0", "0.0", "0.0", "3.0", *[""] * 5, "3.0", "3.0", "0.0", "0.0", "3.0",
-                         "graded", ""],
-                        ["bob", "2.0", "2.0", "0.0", "0.0", "2.0", "0.0", "1.0", "0.0", "0.0", "1.0",
-                         "2.0", "3.0", "0.0", "0.0", "3.0", "graded", ""],
-                        ["carol", *[""] * 15, "error", "boom"]]
+    parts = ["max", "max awaiting hand grading", "not counted: needing a GPU"]
+    assert rows[0] == ["id", "student", "section", "email", "submission", "status", "reason",
+                       "alpha", *(f"alpha {p}" for p in parts), "beta", *(f"beta {p}" for p in parts),
+                       "total", *parts, "alpha final", "beta final", "total final", "total final max"]
+    nobody = [""] * 4  # no roster: no id, name, section or email
+    assert rows[1:] == [[*nobody, "alice", "graded", "", "3.0", "3.0", "0.0", "0.0", *[""] * 4,
+                         "3.0", "3.0", "0.0", "0.0", "3.0", "", "3.0", "3.0"],
+                        [*nobody, "bob", "graded", "", "2.0", "2.0", "0.0", "0.0", "0.0", "1.0", "0.0", "0.0",
+                         "2.0", "3.0", "0.0", "0.0", "2.0", "0.0", "2.0", "3.0"],
+                        [*nobody, "carol", "error", "boom", *[""] * 12, *[""] * 4]]
 
 
 # ------------------------------------------------------------------------------------------------- digest
@@ -194,7 +196,7 @@ def test_batch_grades_folders_and_zips_and_writes_everything(tmp_path):
         assert sorted(p.name for p in (tmp_path / "out" / "submissions" / name).iterdir()) == \
             ["feedback.md", "junit.xml", "report.json", "results.json"]
     grades = list(csv.DictReader(open(tmp_path / "out" / "grades.csv")))
-    assert [(g["name"], g["alpha"], g["beta"], g["total"]) for g in grades] == \
+    assert [(g["submission"], g["alpha"], g["beta"], g["total"]) for g in grades] == \
         [("alice", "3.0", "0.0", "3.0"), ("bob_zip", "1.0", "0.0", "1.0"), ("carol", "", "0.0", "0.0")]
 
 
@@ -340,7 +342,7 @@ def test_a_submission_whose_files_cannot_be_written_keeps_its_grade_and_costs_no
     for name in ("alice", "carol"):
         assert (out / "submissions" / name / "feedback.md").is_file()
     assert (out / "report" / "index.html").is_file()
-    assert [g["name"] for g in csv.DictReader(open(out / "grades.csv"))] == ["alice", "bob", "carol"]
+    assert [g["submission"] for g in csv.DictReader(open(out / "grades.csv"))] == ["alice", "bob", "carol"]
     with pytest.raises(UnwrittenError, match="bob"):
         publish(out)
     assert main(["report", str(out)]) == 1  # said on stderr, with what to do; no traceback

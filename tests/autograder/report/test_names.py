@@ -42,7 +42,7 @@ def test_hostile_names_are_escaped_in_grades_csv_and_on_the_terminal(tmp_path):
     out, screen = tmp_path / "out", io.StringIO()
     run_batch(cohort, out, grade_fn=toy_grade, console=Console(file=screen, width=200))
     rows = list(csv.reader((out / "grades.csv").open(encoding="utf-8")))
-    names = [row[0] for row in rows[1:]]
+    names = [row[4] for row in rows[1:]]  # the submission column
     assert all(not n.startswith(("=", "+", "-", "@")) and "\x1b" not in n for n in names), names
     assert "\x1b" not in screen.getvalue() and "\x07" not in screen.getvalue()
     assert "\\x1b" in screen.getvalue()  # said, visibly escaped
@@ -89,7 +89,7 @@ def test_a_submission_named_like_the_batchs_own_files_is_graded_in_a_folder_of_i
             assert sorted(p.name for p in (out / "submissions" / name).iterdir()) == \
                 ["feedback.md", "junit.xml", "report.json", "results.json"]
         assert (out / "gradebook.sqlite").is_file() and (out / "report" / "index.html").is_file()
-        assert sorted(row["name"] for row in csv.DictReader((out / "grades.csv").open())) == sorted(names)
+        assert sorted(row["submission"] for row in csv.DictReader((out / "grades.csv").open())) == sorted(names)
 
 
 # Names a file system takes (no "/" or NUL; not hidden): control characters,
@@ -118,7 +118,7 @@ def test_any_name_round_trips_in_the_gradebook_and_lands_escaped_in_every_file(t
         assert sorted(row["name"] for row in book.rows()) == sorted([name, "alice"])
     assert (out / "submissions" / name / "feedback.md").is_file()
     assert (out / "submissions" / name / "report.json").is_file()
-    cells = [row[0] for row in csv.reader((out / "grades.csv").open(encoding="utf-8", newline=""))][1:]
+    cells = [row[4] for row in csv.reader((out / "grades.csv").open(encoding="utf-8", newline=""))][1:]
     assert sorted(cells) == sorted([safe_cell(name), "alice"])
     said = screen.getvalue()
     assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]", said), repr(said[-500:])

@@ -1,6 +1,7 @@
 """What could not be graded is not a zero: a corrupt zip, an empty folder, a folder whose only notebook does
 not convert are "not gradable" with their reason first in every view, listed in the cohort report and left
-out of its statistics; a grader error is listed too, and graded again, never silently 0."""
+out of its statistics; a grader error is listed too, and graded again, never silently 0. Gradescope's format
+cannot say "no score", so such a report has no results.json: Gradescope marks the run failed."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from autograder.grading.intake import open_submission
 from autograder.model.results import GradeReport, TestResult
 from autograder.report import write_all
 from autograder.report.gradebook import SCHEMA, Gradebook
-from autograder.report.gradescope import results_json, schema
+from autograder.report.gradescope import results_json, schema, write_results
 from tests.autograder.report.test_gradebook import quiet
 
 PACKAGES = ["resource_accounting"]
@@ -64,9 +65,7 @@ def test_every_view_of_a_not_gradable_report_says_why_first_and_gives_no_score(t
     write_all(report, tmp_path)
     feedback = (tmp_path / "feedback.md").read_text().splitlines()
     assert feedback[2].startswith("**Not gradable**: `zed.zip is a corrupt zip") and "Score" not in "\n".join(feedback)
-    results = json.loads((tmp_path / "results.json").read_text())
-    jsonschema.validate(results, schema())
-    assert "score" not in results and results["tests"] == [] and results["output"].startswith("Not gradable: zed.zip")
+    assert not (tmp_path / "results.json").exists()  # Gradescope: "the autograder failed", never a 0
     assert GradeReport.from_json(report.to_json()).not_gradable == report.not_gradable
 
 
@@ -89,7 +88,7 @@ def test_a_cohort_lists_them_leaves_them_out_of_the_statistics_and_never_says_al
     assert "corrupt zip" in rows["zed"]["message"] and rows["err"]["status"] == "error"
     with Gradebook(out / "gradebook.sqlite") as book:
         assert book.is_current("zed", rows["zed"]["digest"]) and not book.is_current("err", rows["err"]["digest"])
-    grades = {r["name"]: r for r in csv.DictReader((out / "grades.csv").open())}
+    grades = {r["submission"]: r for r in csv.DictReader((out / "grades.csv").open())}
     assert (grades["zed"]["total"], grades["zed"]["status"]) == ("", "not_gradable")
     assert "corrupt zip" in grades["zed"]["reason"] and "exit code 1" in grades["err"]["reason"]
     index = (out / "report" / "index.html").read_text()
@@ -114,7 +113,13 @@ def test_a_gradebook_made_before_not_gradable_existed_takes_it_and_keeps_its_row
         assert [(r["name"], r["status"]) for r in book.rows()] == [("ann", "graded"), ("zed", "not_gradable")]
 
 
-def test_the_gradescope_results_of_a_grader_error_are_not_a_silent_zero():
-    results = results_json(GradeReport("err", log=["the grader failed on this submission (exit code 1)"]))
-    jsonschema.validate(results, schema())
-    assert "score" not in results and results["output"].startswith("Not graded: the grader could not complete")
+def test_the_gradescope_results_of_a_grader_error_are_not_a_silent_zero(tmp_path):
+    """No results.json at all, which Gradescope documents as the autograder failing; and the format itself
+    refuses a file without a score (the one a not-gradable submission used to get)."""
+    failed = GradeReport("err", log=["the grader failed on this submission (exit code 1)"])
+    (tmp_path / "results.json").write_text("{}")  # one of an earlier run
+    assert not write_results(failed, tmp_path / "results.json") and not (tmp_path / "results.json").exists()
+    with pytest.raises(ValueError, match="no score"):
+        results_json(failed)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"output": "Not graded", "tests": []}, schema())

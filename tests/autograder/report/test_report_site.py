@@ -176,7 +176,7 @@ def test_grader_errors_are_listed_with_their_message_and_page(tmp_path):
     text = index.read_text()
     assert 'id="count-errors">1<' in text and 'id="count-graded">1<' in text
     rows = [attrs for tag, attrs in elements(index) if tag == "tr" and attrs.get("data-submission") == "broken"]
-    assert len(rows) == 2  # in the errors table and in the submissions table
+    assert len(rows) == 3  # in the errors table, the needs-help view (a grader error) and the submissions table
     assert "RuntimeError: the grading server died" in text
     page = next((index.parent / "submissions").glob("*-broken.html")).read_text()
     assert "<title>broken: not graded</title>" in page and 'id="error-message"' in page
@@ -295,9 +295,8 @@ def test_the_counts_and_score_figures_equal_the_gradebooks(site):
     assert by_id == {"count-submissions": str(total), "count-graded": str(total - errors),
                      "count-errors": str(errors)}
     scores: dict[str, list[tuple[float, float]]] = {}
-    for (groups,) in query(out, "SELECT assignments FROM submissions WHERE status = 'graded'"):
-        for assignment, pair in json.loads(groups).items():
-            scores.setdefault(assignment, []).append(pair)
+    for (_, assignment), pair in assignment_finals(out).items():
+        scores.setdefault(assignment, []).append(pair)
     rows = driver.find_elements("css selector", "#assignment-table tbody tr")
     assert sorted(row.get_attribute("data-assignment") for row in rows) == sorted(scores)
     for row in rows:
@@ -308,11 +307,8 @@ def test_the_counts_and_score_figures_equal_the_gradebooks(site):
                      "AND status = 'not_graded' GROUP BY submission)", row.get_attribute("data-assignment"))
         by_hand, = query(out, "SELECT MAX(s) FROM (SELECT SUM(max_points) s FROM tests WHERE assignment = ? "
                          "AND status = 'manual' GROUP BY submission)", row.get_attribute("data-assignment"))
-        graded, = query(out, "SELECT MAX(s) FROM (SELECT SUM(max_points) s FROM tests WHERE assignment = ? "
-                        "AND status NOT IN ('manual', 'not_graded') GROUP BY submission)",
-                        row.get_attribute("data-assignment"))
         assert cells == {"max_score": shown(max(p[1] for p in pairs)), "n": str(len(pairs)),
-                         "max_graded": shown(graded[0] or 0), "by_hand": shown(by_hand[0] or 0),
+                         "by_hand": shown(by_hand[0] or 0),
                          "mean": shown(statistics.fmean(got)), "median": shown(statistics.median(got)),
                          "min": shown(min(got)), "max": shown(max(got)), "gpu_points": shown(gpu[0] or 0)}
 
@@ -368,8 +364,10 @@ def test_every_submission_link_opens_its_page_with_its_score(site):
         status, score, maximum = stored[name]
         assert driver.find_element("id", "submission-name").text == name
         if status == "graded":
-            assert driver.title == f"{name}: {shown(rows_score(out, name))} / {shown(graded_max(out, name))}"
+            final, most = finals(out)[name]
+            assert driver.title == f"{name}: {shown(final)} / {shown(most)}"
             assert driver.find_element("id", "score").text == shown(rows_score(out, name))
+            assert driver.find_element("id", "max-score").text == shown(most)
             (tests,), = query(out, "SELECT COUNT(*) FROM tests WHERE submission = ?", name)
             assert len(driver.find_elements("css selector", "table.tests tbody tr")) == tests
         else:
@@ -377,11 +375,26 @@ def test_every_submission_link_opens_its_page_with_its_score(site):
         assert console_errors(driver) == [], name
 
 
-def graded_max(out: Path, name: str) -> float:
-    """The points graded here of one submission: its maximum less those awaiting hand grading or a GPU."""
-    (found,), = query(out, "SELECT SUM(max_points) FROM tests WHERE submission = ? AND status NOT IN "
-                      "('manual', 'not_graded')", name)
-    return found or 0.0
+def assignment_finals(out: Path) -> dict[tuple[str, str], tuple[float, float]]:
+    """{(submission, assignment): (final score, maximum)} of each graded submission, from its test rows and the
+    late table (this cohort has no override): the raw score less its penalty, rounded as every file shows it,
+    out of all the points but those of the tests not graded for want of a GPU (autograder.report.parts)."""
+    late = {(name, assignment): penalty for name, assignment, penalty in
+            query(out, "SELECT submission, assignment, penalty FROM late")}
+    return {(name, assignment): (round(score * (1 - late.get((name, assignment), 0.0)), 2), maximum)
+            for name, assignment, score, maximum in query(
+                out, "SELECT s.name, t.assignment, SUM(t.points), SUM(CASE WHEN t.status = 'not_graded' THEN 0 "
+                     "ELSE t.max_points END) FROM submissions s JOIN tests t ON t.submission = s.name "
+                     "WHERE s.status = 'graded' GROUP BY s.name, t.assignment")}
+
+
+def finals(out: Path) -> dict[str, tuple[float, float]]:
+    """{name: (final total, its maximum)} of each graded submission."""
+    found: dict[str, tuple[float, float]] = {}
+    for (name, _), (final, maximum) in assignment_finals(out).items():
+        got, most = found.get(name, (0.0, 0.0))
+        found[name] = (got + final, most + maximum)
+    return found
 
 
 def rows_score(out: Path, name: str) -> float:
@@ -428,16 +441,8 @@ def test_each_tasks_points_and_each_total_equal_the_gradebooks(site):
     assert sorted(name for name, _ in rows) == sorted(stored)
     for name, cells in rows:
         status, score, maximum = stored[name]
-        assert cells["total"] == (f"{shown(rows_score(out, name))} / {shown(graded_max(out, name))}"
+        assert cells["total"] == (f"{shown(finals(out)[name][0])} / {shown(finals(out)[name][1])}"
                                   if status == "graded" else "-")
-
-
-def graded_scores(out: Path) -> dict[str, tuple[float, float]]:
-    """{name: (score, points graded here)} of each graded submission, from its test rows."""
-    return {name: (score, graded) for name, score, graded in query(
-        out, "SELECT s.name, SUM(t.points), SUM(CASE WHEN t.status IN ('manual', 'not_graded') THEN 0 "
-             "ELSE t.max_points END) FROM submissions s JOIN tests t ON t.submission = s.name "
-             "WHERE s.status = 'graded' GROUP BY s.name")}
 
 
 def click(driver, selector: str, header: str) -> None:
@@ -452,21 +457,21 @@ def click(driver, selector: str, header: str) -> None:
 def test_clicking_a_header_sorts_the_submissions_by_score_name_and_section(site):
     out, index, driver = site
     open_page(driver, index.as_uri())
-    scores = graded_scores(out)
+    scores = finals(out)
     sections = dict(query(out, "SELECT submission, section FROM roster"))
     names = sorted(name for (name,) in query(out, "SELECT name FROM submissions"))  # the gradebook's order
     assert [name for name, _ in table(driver, "#submission-table", ("submission",))] == names
     not_graded = [n for n in names if n not in scores]
-    click(driver, "#submission-table", "score / graded here")
+    click(driver, "#submission-table", "final score / max")
     ascending = sorted(scores, key=lambda n: (round(scores[n][0], 6), names.index(n)))
     rows = table(driver, "#submission-table", ("submission",))
     assert [name for name, _ in rows] == ascending + not_graded  # those with no score last
     assert [cells["total"] for _, cells in rows][:2] == [f"{shown(scores[n][0])} / {shown(scores[n][1])}"
                                                          for n in ascending[:2]]
-    click(driver, "#submission-table", "score / graded here")
+    click(driver, "#submission-table", "final score / max")
     descending = sorted(scores, key=lambda n: (-round(scores[n][0], 6), names.index(n)))
     assert [name for name, _ in table(driver, "#submission-table", ("submission",))] == descending + not_graded
-    header = driver.find_element("css selector", "#submission-table thead th:nth-child(4)")
+    header = driver.find_element("css selector", "#submission-table thead th:nth-child(4)")  # after the section
     assert header.get_attribute("aria-sort") == "descending"
     click(driver, "#submission-table", "submission")
     assert [name for name, _ in table(driver, "#submission-table", ("submission",))] == sorted(names, key=str.casefold)
@@ -482,7 +487,8 @@ def test_clicking_a_header_sorts_the_submissions_by_score_name_and_section(site)
 def test_the_needs_help_view_lists_the_lowest_the_most_stubs_and_the_most_time_outs(site):
     out, index, driver = site
     open_page(driver, index.as_uri())
-    scores = graded_scores(out)
+    scores = finals(out)
+    (error,), = query(out, "SELECT name FROM submissions WHERE status = 'error'")
     share = {n: score / graded for n, (score, graded) in scores.items()}
     stubs: dict[str, int] = {}
     for name, stored in query(out, "SELECT name, report FROM submissions WHERE status = 'graded'"):
@@ -493,14 +499,17 @@ def test_the_needs_help_view_lists_the_lowest_the_most_stubs_and_the_most_time_o
     def first(sign) -> list[str]:
         return [n for n in sorted(share, key=lambda n: (sign(n), share[n], n)) if sign(n) < 0][:HELP_ROWS]
 
-    expected = {"#help-lowest": first(lambda n: share[n] - 1), "#help-not-implemented": first(lambda n: -stubs[n]),
-                "#help-timeouts": first(lambda n: -timeouts[n])}
-    assert len(expected["#help-lowest"]) == HELP_ROWS < len(scores)  # the list is cut, lowest kept
+    expected = {"#help-lowest": [error, *first(lambda n: share[n] - 1)],  # the grader error first: not graded
+                "#help-not-implemented": first(lambda n: -stubs[n]), "#help-timeouts": first(lambda n: -timeouts[n])}
+    assert len(expected["#help-lowest"]) == HELP_ROWS + 1 and HELP_ROWS < len(scores)  # cut, the lowest kept
     assert IMG_NAME in expected["#help-not-implemented"] and IMG_NAME in expected["#help-timeouts"]
     for selector, names in expected.items():
         rows = table(driver, selector, ("submission",))
         assert [name for name, _ in rows] == names, selector
         for name, cells in rows:
+            if name == error:
+                assert (cells["status"], cells["total"], cells["share"]) == ("error", "-", "-")
+                continue
             assert cells["total"] == f"{shown(scores[name][0])} / {shown(scores[name][1])}"
             assert cells["share"] == f"{100 * share[name]:.1f}%"
             assert (cells["not_implemented"], cells["timeouts"]) == (str(stubs[name]), str(timeouts[name]))
@@ -533,7 +542,7 @@ def test_penalised_scores_are_shown_beside_the_raw_ones(site):
     penalised = {name: {a: round(v * (1 - late.get((name, a), 0.0)), 2) for a, v in mine.items()}
                  for name, mine in raw.items()}
     rows = driver.execute_script("""return Array.from(document.querySelectorAll('#submission-table tbody tr'), row =>
-        [row.dataset.submission, row.querySelector('td[data-field="penalised"]').innerText,
+        [row.dataset.submission, row.querySelector('td[data-field="total"]').innerText,
          Object.fromEntries(Array.from(row.querySelectorAll('td[data-penalised]'),
                                        c => [c.dataset.penalised, c.innerText]))]);""")
     assert len(rows) == len(query(out, "SELECT name FROM submissions"))
@@ -541,7 +550,7 @@ def test_penalised_scores_are_shown_beside_the_raw_ones(site):
         if name not in raw:
             assert total == "-"
             continue
-        assert total == shown(sum(penalised[name].values()))
+        assert total == f"{shown(sum(penalised[name].values()))} / {shown(finals(out)[name][1])}"
         assert by_assignment == {a: shown(penalised[name][a]) if a in penalised[name] else "-" for a in by_assignment}
     assert any(v < raw[n][a] for n, mine in penalised.items() for a, v in mine.items())  # a penalty shows
 

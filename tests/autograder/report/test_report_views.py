@@ -79,7 +79,7 @@ def record(out: Path, reports: dict[str, list[TestResult]]) -> None:
             book.record(name, name, GradeReport(name, tests))
 
 
-def test_needs_help_ranks_the_lowest_shares_the_most_stub_tasks_and_the_most_time_outs(tmp_path):
+def test_needs_help_lists_everyone_going_wrong_then_the_most_stub_tasks_and_the_most_time_outs(tmp_path):
     stubbed = [result(f"test_stub[{i}]", "not_implemented", "NotImplementedError", task=f"a.t{i // 2}")
                for i in range(4)]  # four tests of two tasks
     record(tmp_path, {
@@ -95,15 +95,15 @@ def test_needs_help_ranks_the_lowest_shares_the_most_stub_tasks_and_the_most_tim
         book.record_error("broken", "x", "RuntimeError: the grading server died")
     submissions = load(tmp_path)
     help = {sign: [s.name for s in rows] for sign, rows in needs_help(submissions, rows=2).items()}
-    # shares: full 1, half 1/2, stubs 1/5, slow 3/6, low 9/50; full marks and the grader error never listed
-    assert help["lowest"] == ["low", "stubs"]
+    # shares: full 1, half 1/2, stubs 1/5, slow 3/6, low 9/50; full marks never listed, the grader error always
+    assert help["going_wrong"] == ["broken", "low", "stubs"]
     assert help["not_implemented"] == ["stubs", "low"]  # 2 tasks (of 4 tests), then 1
     assert help["timeouts"] == ["slow", "half"]  # 2 time-outs (the call not run after them is not one), then 1
     everyone = needs_help(submissions)
-    assert [s.name for s in everyone["lowest"]] == ["low", "stubs", "half", "slow"]
+    assert [s.name for s in everyone["going_wrong"]] == ["broken", "low", "stubs", "half", "slow"]
     assert [s.name for s in everyone["timeouts"]] == ["slow", "half"]
     index = tables(write_site(tmp_path))
-    assert list(by_key(index["help-lowest"], "data-submission")) == ["low", "stubs", "half", "slow"]
+    assert list(by_key(index["help-lowest"], "data-submission")) == ["broken", "low", "stubs", "half", "slow"]
     assert by_key(index["help-not-implemented"], "data-submission")["stubs"]["not_implemented"] == "2"
     assert by_key(index["help-timeouts"], "data-submission")["slow"]["timeouts"] == "2"
     assert by_key(index["submission-table"], "data-submission")["stubs"]["not_implemented"] == "2"
@@ -173,8 +173,8 @@ def test_penalised_scores_stand_beside_the_raw_ones_only_where_a_late_policy_app
     for name, alpha, beta, total in (("ann", "2.25", "2.25", "4.5"), ("bob", "3", "0", "3")):
         penalised = {attrs["data-penalised"]: text for attrs, text in rows[name][1] if "data-penalised" in attrs}
         assert penalised == {"alpha": alpha, "beta": beta}
-        assert fields(rows[name])["penalised"] == total
-    assert fields(rows["ann"])["total"] == "5.5 / 5.5"  # the raw score beside it
+        assert fields(rows[name])["total"] == f"{total} / 5.5"  # the final score: the penalised ones' sum
+    assert fields(rows["ann"])["raw"] == "5.5 / 5.5"  # the raw score beside it
 
 
 def test_sections_come_from_the_roster_and_only_then_get_a_column(tmp_path):

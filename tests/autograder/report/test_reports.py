@@ -56,8 +56,8 @@ def test_terminal_shows_every_test_and_the_summary_without_interpreting_the_mess
     print_report(sample_report(), console)
     text = console.export_text()
     assert "test_flops.py::test_counter" in text and "0/3" in text and "not graded" in text
-    assert "resource_accounting  3 / 10 points graded here" in text
-    assert "total 3 / 18 points graded here; 5 need a GPU, not graded here; 23 in all" in text
+    assert "resource_accounting  3 / 10 points" in text
+    assert "total 3 / 18 points; 5 more need a GPU, not graded here (not counted)" in text
     assert "sandbox: bubblewrap active" in text
     assert "\x1b" not in text and "\\x1b[2J" not in text  # only the first line is shown, escaped if present
 
@@ -77,10 +77,11 @@ def test_results_json_follows_gradescopes_schema():
     results = json.loads(json.dumps(results_json(sample_report())))
     validator.validate(results)
     assert results["score"] == 3 and results["execution_time"] == 12.5
-    assert results["extra_data"]["points"] == {"score": 3, "graded": 18, "by_hand": 0, "gpu": 5, "total": 23}
+    assert results["extra_data"]["points"] == {"score": 3, "maximum": 18, "graded": 18, "by_hand": 0, "gpu": 5}
     assert results["output"].splitlines() == [
-        "Score: 3 / 18 points graded here; 5 need a GPU, not graded here; 23 in all",
-        "score out of 18 points: 1 test worth 5 points needs a GPU, not graded here (listed as 0 / 0)",
+        "Score: 3 / 18 points; 5 more need a GPU, not graded here (not counted)",
+        "maximum 18 points: 18 graded by this autograder",
+        "not counted: 1 test worth 5 points needs a GPU, not graded here (listed as 0 / 0)",
         *sample_report().log]
     assert sum(t["max_score"] for t in results["tests"]) == 18
 
@@ -118,7 +119,7 @@ def test_junit_xml_parses_back_with_one_suite_per_assignment():
     assert (ra.get("tests"), ra.get("failures"), ra.get("errors"), ra.get("skipped")) == ("4", "2", "0", "0")
     assert (fa.get("tests"), fa.get("failures"), fa.get("errors"), fa.get("skipped")) == ("4", "1", "1", "2")
     props = {p.get("name"): p.get("value") for p in ra.find("properties")}
-    assert props == {"points": "3", "max_points": "10"}
+    assert props == {"points": "3", "max_points": "10", "awaiting_hand_grading": "0", "not_counted_needing_a_gpu": "0"}
     cases = {c.get("name"): c for c in root.iter("testcase")}
     counter = cases["tests/resource_accounting/test_flops.py::test_counter"]
     assert counter.find("failure").text.startswith("failed\nAssertionError: expected 12, got 10")
@@ -143,8 +144,7 @@ def _fences(markdown: str) -> list[str]:
 
 def test_markdown_summarises_and_details_visible_tests():
     text = feedback_markdown(sample_report())
-    assert ("Score: **3 / 18** points graded here; 5 need a GPU, not graded here; 23 in all. 5 more points come "
-            "from 1 test that needs a GPU") in text
+    assert "Score: **3 / 18** points; 5 more need a GPU, not graded here (not counted).\n" in text
     assert "| `resource_accounting` | 3 / 10 | 2 | 2 | 0 | 0 | 0 | 2 (1 / 5) |" in text
     assert "| `flash_attention` | 0 / 8 | 0 | 1 | 1 | 0 | 1 (5 points) | 1 (0 / 2) |" in text
     assert "### `test_flops.py::test_counter`: failed, 0 / 3" in text

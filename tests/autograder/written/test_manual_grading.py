@@ -89,7 +89,8 @@ def test_the_batch_totals_count_the_numeric_parts_and_leave_the_prose_to_grade(o
     numeric = sum(p.points for q in handout_questions(ASSIGNMENT) for p in q.parts)
     assert rows(out) == {"alice": (1 + numeric, 11), "bob": (1 + 3, 11), "carol": (1 + numeric - 1, 11)}
     feedback = (out / "submissions" / "alice" / "feedback.md").read_text()
-    assert "; 5 awaiting hand grading; 11 in all" in feedback and "To be graded by hand: 3 answers" in feedback
+    assert f"Score: **{1 + numeric:g} / 11** points; 5 of them awaiting hand grading." in feedback
+    assert "To be graded by hand: 3 answers" in feedback
 
 
 def test_export_writes_a_sheet_per_question_with_answers_escaped_beside_the_rubric(out):
@@ -118,14 +119,14 @@ def test_import_adds_the_scores_once_and_every_view_shows_them(out, capsys):
     import_sheet(out, sheet)
     publish(out)  # what `manual import` does next: every file from the gradebook
     assert rows(out)["alice"][0] == before + 0.5
-    grades = {row["name"]: row for row in csv.DictReader((out / "grades.csv").open())}
+    grades = {row["submission"]: row for row in csv.DictReader((out / "grades.csv").open())}
     assert float(grades["alice"]["total"]) == before + 0.5
     feedback = (out / "submissions" / "alice" / "feedback.md").read_text()
     assert "Graded by hand: 1 answer" in feedback and "written/Q9.1" in feedback and "see k = √L" in feedback
     with Gradebook(out / "gradebook.sqlite") as book:
         table = Console(file=io.StringIO(), width=200)
         table.print(gradebook_table(book.rows()))
-        assert f"{before + 0.5:g}/8 +3 by hand" in table.file.getvalue()  # out of those graded; 3 still by hand
+        assert f"{before + 0.5:g}/11 (3 by hand)" in table.file.getvalue()  # out of the maximum; 3 still by hand
         report = book.report("alice")
     assert next(t for t in report.tests if t.name == "written/Q9.1").status == "hand_graded"
     exported = read_sheet(export(out)[-1].with_name(f"{ASSIGNMENT}-Q9.1.csv"))

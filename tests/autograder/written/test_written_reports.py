@@ -45,7 +45,7 @@ def test_hand_graded_points_count_and_survive_json():
 def test_the_summary_and_feedback_say_what_is_still_to_grade_by_hand():
     assert "1 by hand still to grade" in summary_lines(report())[0]
     text = feedback_markdown(report())
-    assert "Score: **4.5 / 5.5** points graded here; 1 awaiting hand grading; 6.5 in all." in text
+    assert "Score: **4.5 / 6.5** points; 1 of them awaiting hand grading." in text
     assert "## Graded by hand: 1 answer" in text and "## To be graded by hand: 1 answer" in text
     assert "expected within ±1% of the key; got 70" in text  # a wrong number is a failure to fix
 
@@ -57,7 +57,7 @@ def test_results_json_leaves_the_prose_to_gradescopes_manual_grading():
     assert (entry["name"], entry["score"], entry["max_score"], "status" in entry) == \
         ("written/Q6.1 (graded by hand)", 0, 0, False)
     assert "worth 1 points, graded by hand" in entry["output"]
-    assert "1 points of written answers are graded by hand" in data["output"]
+    assert "maximum 6.5 points: 5.5 graded by this autograder, 1 for written answers graded by hand" in data["output"]
     assert data["score"] == 4.5
 
 
@@ -75,5 +75,5 @@ def test_the_terminal_table_shows_both_statuses():
     print_report(report(), console)
     text = console.file.getvalue()
     assert "manual" in text and "hand graded" in text
-    assert "total 4.5 / 5.5 points graded here; 1 awaiting hand grading; 6.5 in all" in text
+    assert "total 4.5 / 6.5 points; 1 of them awaiting hand grading" in text
     assert json.dumps(ANSWER) not in text  # the answer itself is for the grading sheet, not the table
