@@ -7,6 +7,13 @@ notebook.py for how the notebook maps to the package) beside what its test cells
 tests, kernels/, the test harness, notebook_tests.py, a pytest.ini). Then nbgrader's own
 GenerateAssignment (what `nbgrader generate_assignment` runs) writes the student version to
 release/<a>/ and records the assignment, with its hidden tests, in the course's gradebook.db.
+
+One graded cell more ends each notebook, `trusted_grader`: it carries the points that only the trusted grader
+awards (the tests that need the reference solution, the numeric parts of the written answers), so that the
+notebook's graded cells add up to the assignment's maximum, the one every other view uses
+(autograder.report.parts): nbgrader's gradebook then holds the grade, points and maximum alike
+(autograder.package.nbgrader_scores scores the cell). nbgrader's own autograde gives it 0: it cannot award
+those points.
 `write_feedback` puts the trusted grader's feedback where nbgrader's release_feedback looks for it.
 """
 
@@ -19,10 +26,13 @@ import os
 import sys
 from pathlib import Path
 
+import nbformat
+
 from autograder.package.collect import CollectedTest, collect
 from autograder.package.layout import (HARNESS, ROOT, assignments, copy, files_of, public_tests, reset, write_bytes,
                                        write_text)
 from autograder.package.notebook import build_notebook, write_notebook
+from autograder.report.text import points
 
 TEMPLATES = Path(__file__).with_name("templates")
 NOTEBOOK_HELPERS = ("autograder/package/__init__.py", "autograder/package/notebook_tests.py")
@@ -50,10 +60,36 @@ def course_config(course: Path):
 DATA_FOLDERS = ("measured",)
 
 
+TRUSTED_CELL = "trusted_grader"  # the grade id of the cell of the points only the trusted grader awards
+
+
+def trusted_points(assignment: str, tests: list[CollectedTest]) -> tuple[float, float]:
+    """(the points of the tests that need the reference solution and no GPU, the points of the written answers'
+    numeric parts) of an assignment: what no cell of its notebook runs, and the trusted grader grades."""
+    from autograder.written.answers import handout_questions
+
+    reference = sum(t.points for t in tests if t.assignment == assignment and t.reference and not t.gpu)
+    return reference, sum(part.points for question in handout_questions(assignment) for part in question.parts)
+
+
+def trusted_cell(assignment: str, tests: list[CollectedTest]) -> nbformat.NotebookNode:
+    """The last graded cell: the trusted grader's own points; it outputs 0 when the notebook runs it."""
+    reference, numeric = trusted_points(assignment, tests)
+    source = "\n".join([f"# {points(reference + numeric)} points only the course's trusted grader awards: the tests "
+                        f"that compare with the reference solution ({points(reference)} points) and the numeric "
+                        f"parts of the written answers ({points(numeric)} points).",
+                        "# It grades them when it grades this notebook; run here, this cell gives 0.", "0"])
+    metadata = {"nbgrader": {"grade": True, "grade_id": TRUSTED_CELL, "locked": True, "points": reference + numeric,
+                             "schema_version": 3, "solution": False}, "llmsys": {"trusted": True}}
+    return nbformat.v4.new_code_cell(source, id=TRUSTED_CELL.replace("_", "-"), metadata=metadata)
+
+
 def write_source(course: Path, assignment: str, tests: list[CollectedTest]) -> None:
-    """source/<assignment>/: the notebook and the files its test cells need."""
+    """source/<assignment>/: the notebook (with the trusted grader's cell last) and the files its test cells need."""
     folder = course / "source" / assignment
-    write_notebook(build_notebook(assignment, tests), folder / f"{assignment}.ipynb")
+    notebook = build_notebook(assignment, tests)
+    notebook.cells.append(trusted_cell(assignment, tests))
+    write_notebook(notebook, folder / f"{assignment}.ipynb")
     copy(public_tests([assignment]) + ["kernels", *HARNESS, *NOTEBOOK_HELPERS, "conftest.py"], folder)
     write_text(folder / "pytest.ini", (TEMPLATES / "notebook_pytest.ini").read_text(encoding="utf-8"))
     for data in DATA_FOLDERS:  # where the package of the other releases has them: <assignment>/measured/...

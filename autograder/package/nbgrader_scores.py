@@ -8,10 +8,15 @@ change its own score (an input transformer is enough). Here each submitted noteb
 the package layout (autograder.grading.notebook) and graded like any submission, student code in the
 sandboxed worker. Each test cell then gets, as its manual score (which nbgrader counts instead of its
 own autograded one), its points times the share of its group's points (collect.group_of) that the
-trusted grader awarded, out of those it could grade on this machine: full marks for a correct
-notebook, although the trusted grader also runs the tests the notebook leaves out (those needing the
-reference solution). Cells and groups are read from the course's source notebook, never from the
-submission.
+trusted grader awarded, out of those it could grade on this machine; the trusted grader's cell
+(autograder.package.nbgrader.TRUSTED_CELL, worth the tests needing the reference solution and the numeric
+parts of the written answers) gets the rest of the trusted score. So nbgrader's gradebook holds the grade:
+its test cells and the trusted cell add up to the trusted report's score, and all its graded cells (the
+written answers' cells, which formgrader grades by hand, included) to the report's maximum
+(autograder.report.parts), and `nbgrader export` shows the same points out of the same maximum as the
+trusted feedback. A notebook the grader could not grade (not gradable, or the grader's failure) has no
+score: its cells are left needing a manual grade, never a 0, and the comment says why. Cells and groups
+are read from the course's source notebook, never from the submission.
 The notebook's first module cell gets a comment saying so, with what the static scan flagged. The
 randomised tests draw from the student's own seed, derived from their nbgrader student id (as a batch derives
 it from a submission folder of that name), not from the notebook's name, which every student shares. The
@@ -31,12 +36,15 @@ import nbformat
 
 from autograder.package.collect import group_of
 from autograder.package.layout import assignments
-from autograder.package.nbgrader import course_config, use_this_environment, write_feedback
+from autograder.package.nbgrader import TRUSTED_CELL, course_config, use_this_environment, write_feedback
 from autograder.grading.notebook import SCAN_MARK
 from autograder.model.results import GradeReport
 from autograder.report import write_all
+from autograder.report.gradescope import no_score, scored as has_score
 from autograder.report.parts import describe, parts_of
-from autograder.report.text import points
+from autograder.report.text import points, rounded
+
+TRUSTED = "(trusted grader)"  # the group of the trusted grader's cell: no test file has this group
 
 
 class CourseError(Exception):
@@ -56,13 +64,18 @@ class TestCell:
 class NotebookScore:
     student: str
     notebook: str  # nbgrader's notebook id: the file name without .ipynb
-    cells: dict[str, tuple[float, float]] = field(default_factory=dict)  # grade_id -> (points, max)
+    cells: dict[str, tuple[float | None, float]] = field(default_factory=dict)  # grade_id -> (points, max)
     report: GradeReport | None = None
     flags: list[str] = field(default_factory=list)
 
     @property
+    def graded(self) -> bool:
+        """Whether the trusted grader gave a score (None points in every cell where it did not)."""
+        return self.report is not None and has_score(self.report)
+
+    @property
     def points(self) -> float:
-        return sum(points for points, _ in self.cells.values())
+        return rounded(sum(points or 0.0 for points, _ in self.cells.values()))
 
     @property
     def max_points(self) -> float:
@@ -78,6 +91,8 @@ def test_cells(source: Path) -> tuple[list[TestCell], str]:
         group = cell.metadata.get("llmsys", {}).get("group")
         if group is not None and meta.get("grade"):
             cells.append(TestCell(meta["grade_id"], float(meta["points"]), group))
+        elif cell.metadata.get("llmsys", {}).get("trusted") and meta.get("grade_id") == TRUSTED_CELL:
+            cells.append(TestCell(TRUSTED_CELL, float(meta["points"]), TRUSTED))
         elif cell.metadata.get("llmsys", {}).get("module") and not first_module:
             first_module = meta.get("grade_id", "")
     return cells, first_module
@@ -96,30 +111,44 @@ def submissions(coursedir, assignment: str) -> dict[str, Path]:
 
 
 def scored(student: str, notebook: str, cells: list[TestCell], report: GradeReport) -> NotebookScore:
-    """Each test cell's points: its share of what the trusted grader awarded the cell's group."""
+    """Each test cell's points: its share of what the trusted grader awarded the cell's group; the trusted
+    grader's cell: the rest of the trusted score (the tests no cell runs). No points at all (None) where the
+    report has no score."""
     result = NotebookScore(student, notebook, report=report,
                            flags=[line for line in report.log if SCAN_MARK in line])
+    if not has_score(report):
+        result.cells = {cell.grade_id: (None, cell.points) for cell in cells}
+        return result
     for cell in cells:
-        group = parts_of(t for t in report.tests if group_of(t.name) == cell.group)
-        share = group.score / group.graded if group.graded else 0.0  # out of the points graded here
-        result.cells[cell.grade_id] = (round(cell.points * share, 2), cell.points)
+        if cell.group != TRUSTED:
+            group = parts_of(t for t in report.tests if group_of(t.name) == cell.group)
+            share = group.score / group.graded if group.graded else 0.0  # out of the points graded here
+            result.cells[cell.grade_id] = (round(cell.points * share, 2), cell.points)
+    for cell in cells:
+        if cell.group == TRUSTED:
+            rest = rounded(parts_of(report.tests).score - sum(got for got, _ in result.cells.values()))
+            result.cells[cell.grade_id] = (min(max(rest, 0.0), cell.points), cell.points)
     return result
 
 
 def why_they_differ(result: NotebookScore) -> str:
-    """One sentence, in the nbgrader comment and in the trusted feedback alike: the notebook's test cells
-    (nbgrader's points) against the trusted report's own points (autograder.report.parts)."""
-    trusted = describe(parts_of(result.report.tests)) if result.report and result.report.tests else "not graded"
-    return (f"nbgrader: {points(result.points)} / {points(result.max_points)} points on the notebook's test cells; "
-            f"the trusted grader's report: {trusted}. They differ because each test cell is worth the points its "
-            "source notebook gives it and gets the share of them that the trusted grader awarded its group of "
-            "tests, out of the points graded here (tests that need a GPU, and written answers awaiting hand "
-            "grading, are left out of the share).")
+    """One sentence, in the nbgrader comment and in the trusted feedback alike: nbgrader's points on the
+    notebook's graded cells against the trusted report's own points (autograder.report.parts)."""
+    if not result.graded:
+        return (f"nbgrader: no score on the notebook's graded cells (left needing a manual grade, not a 0); the "
+                f"trusted grader's report: {no_score(result.report) if result.report else 'not graded'}.")
+    return (f"nbgrader: {points(result.points)} / {points(result.max_points)} points on the notebook's test cells and "
+            f"the trusted grader's cell; the trusted grader's report: {describe(parts_of(result.report.tests))}. "
+            "The same score: each test cell gets the share of its points that the trusted grader awarded its group "
+            "of tests, and the trusted grader's cell the rest (the tests that need the reference solution, the "
+            "numeric parts of the written answers); the written answers' cells are graded by hand in formgrader, "
+            "as the points awaiting hand grading.")
 
 
 def comment(result: NotebookScore) -> str:
     lines = [f"Scored by the course's trusted grader, which ran this notebook's modules in a sandbox: "
-             f"{points(result.points)} / {points(result.max_points)} points on the test cells.",
+             + (f"{points(result.points)} / {points(result.max_points)} points on the test cells and the trusted "
+                "grader's cell." if result.graded else "no score."),
              why_they_differ(result)]
     if result.report is None or not result.report.tests:
         lines.append("Grading did not complete: " + "; ".join((result.report.log if result.report else [])[-3:]))
@@ -143,7 +172,7 @@ def record(gradebook, assignment: str, result: NotebookScore, comment_cell: str)
     for grade_id, (earned, _) in result.cells.items():
         grade = gradebook.find_grade(grade_id, result.notebook, assignment, result.student)
         grade.manual_score = earned
-        grade.needs_manual_grade = False
+        grade.needs_manual_grade = earned is None  # no score: formgrader lists it as still to grade
     if comment_cell:
         note = gradebook.find_comment(comment_cell, result.notebook, assignment, result.student)
         note.manual_comment = comment(result)
@@ -184,7 +213,7 @@ def grade_course(course: Path, assignment: str, *, workers: int = 1, call_timeou
             cells, comment_cell = test_cells(nb)
             result = scored(student, submitted.stem, cells, report)
             record(gradebook, assignment, result, comment_cell)
-            if report.tests:  # the trusted feedback says what nbgrader's comment says, and why they differ
+            if report.tests:  # the trusted feedback says what nbgrader's comment says
                 report.log = [why_they_differ(result), *report.log]
                 write_all(report, out / student / assignment / submitted.stem, released)
             write_feedback(course, assignment, student, submitted.stem, report, released)

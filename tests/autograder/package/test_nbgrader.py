@@ -1,6 +1,7 @@
 """The nbgrader course: the source notebooks, nbgrader's release of them, nbgrader's real autograde on
 a correct and a stub notebook, and the trusted grader writing its scores into nbgrader's gradebook."""
 
+import csv
 import subprocess
 import sys
 
@@ -10,6 +11,9 @@ import pytest
 from autograder.package.layout import ROOT, assignments
 from autograder.grading.notebook import read_modules
 from autograder.package.notebook_tests import counted
+from autograder.model.results import GradeReport
+from autograder.report.parts import fraction, parts_of
+from autograder.written.answers import handout_questions
 from tests.autograder.package.conftest import ASSIGNMENT, clean_env
 
 
@@ -93,11 +97,20 @@ def by_hand(packaged) -> float:
     return sum(c.metadata["nbgrader"]["points"] for c in cells if "question" in c.metadata.get("llmsys", {}))
 
 
+def trusted_only(packaged) -> float:
+    """The points of the trusted grader's cell: what only the trusted grader awards (autograder.package.nbgrader)."""
+    cells = source_notebook(packaged, ASSIGNMENT).cells
+    return sum(c.metadata["nbgrader"]["points"] for c in cells if c.metadata.get("llmsys", {}).get("trusted"))
+
+
 def test_nbgrader_autograde_gives_the_correct_notebook_full_marks(packaged):
+    """Full marks on every cell nbgrader can grade: not the written answers (formgrader's) nor the trusted
+    grader's cell, which nbgrader's own autograde gives 0 (it cannot run those tests)."""
     code, output = packaged.job("autograde-correct").wait()
     assert code == 0, output[-3000:]
     score, maximum, cells, _ = gradebook_scores(packaged.work / "course-correct", ["correct"])["correct"]
-    assert score == maximum - by_hand(packaged) > 100 and by_hand(packaged) > 0, cells
+    assert score == maximum - by_hand(packaged) - trusted_only(packaged) > 100 and by_hand(packaged) > 0, cells
+    assert cells["trusted_grader"] == 0
 
 
 def test_nbgrader_autograde_gives_the_stub_notebook_zero(packaged):
@@ -113,11 +126,37 @@ def test_the_trusted_grader_writes_its_scores_into_the_gradebook_and_flags_ipyth
     course = packaged.work / "course-trusted"
     scores = gradebook_scores(course, ["correct", "cheat"])
     score, maximum, _, note = scores["correct"]
-    assert score == maximum - by_hand(packaged) > 100 and "trusted grader" in note and "Flagged" not in note
+    # the notebook answers no written question: its written answers' cells and numeric parts score nothing
+    numeric = sum(part.points for question in handout_questions(ASSIGNMENT) for part in question.parts)
+    assert score == maximum - by_hand(packaged) - numeric > 100 and "trusted grader" in note and "Flagged" not in note
+    assert trusted_only(packaged) > numeric > 0  # the tests that need the reference are in the trusted cell
     score, maximum, _, note = scores["cheat"]
     assert score == 0 and maximum > 100 and "input_transformers_post" in note
     feedback = (course / "trusted" / "cheat" / ASSIGNMENT / ASSIGNMENT / "feedback.md").read_text()
     assert "touches IPython's machinery" in feedback and "input_transformers_post" in feedback
+
+
+def test_nbgraders_export_is_the_trusted_grade_same_points_same_maximum(packaged):
+    """`nbgrader export` (nbgrader's own command, on the course the trusted grader scored) gives each student
+    the score and maximum of the trusted feedback: its score out of the maximum, the written answers (graded in
+    formgrader) awaiting hand grading inside it. (Before the trusted grader's cell, the export left out the 9
+    points of the tests that need the reference and of the numeric parts: 215.5 / 220.5 against 224.5 / 229.5.)"""
+    code, output = packaged.job("trusted").wait()
+    assert code == 0, output[-3000:]
+    course = packaged.work / "course-trusted"
+    done = subprocess.run([sys.executable, "-m", "nbgrader", "export", "--to", "export.csv"], cwd=course,
+                          env=clean_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    exported = {row["student_id"]: row for row in csv.DictReader((course / "export.csv").open())
+                if row["assignment"] == ASSIGNMENT}
+    for student in ("correct", "cheat"):
+        report = GradeReport.from_json((course / "trusted" / student / ASSIGNMENT / ASSIGNMENT / "report.json")
+                                       .read_text())
+        parts = parts_of(report.tests)
+        assert (float(exported[student]["score"]), float(exported[student]["max_score"])) == \
+            (parts.score, parts.maximum), student
+        feedback = (course / "trusted" / student / ASSIGNMENT / ASSIGNMENT / "feedback.md").read_text()
+        assert f"Score: **{fraction(parts)}** points" in feedback
 
 
 def test_the_nbgrader_verb_refuses_a_folder_that_is_not_a_course(tmp_path):
