@@ -128,5 +128,6 @@ def start(items: list[pytest.Item], first: Worker, scratch: Path) -> BuildsAhead
     calls = [(s, kw) for s, kw in planned(items) if getattr(s, "ahead", None) is not None]
     if not calls:
         return None
-    worker = Worker(first.lib, first.submission, scratch, first.protections, first.gpu, account=first.shared_account())
+    worker = Worker(first.lib, first.submission, scratch, first.protections, first.gpu, account=first.shared_account(),
+                    ran=first.ran)
     return BuildsAhead(worker, calls)

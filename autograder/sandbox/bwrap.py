@@ -31,7 +31,8 @@ def worker_env(lib: str, submission: str, scratch: str, interpret: bool, threads
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HOME": scratch,
         "TMPDIR": scratch,
-        # The library first: a submission cannot shadow the worker, the scenarios or kernels.
+        # The library first: a submission cannot shadow the worker, the scenarios or kernels. Both are
+        # read-only to the worker; the scratch folder (its working directory) is never on sys.path (-P).
         "PYTHONPATH": f"{lib}:{submission}",
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONHASHSEED": "0",
@@ -50,7 +51,11 @@ def worker_env(lib: str, submission: str, scratch: str, interpret: bool, threads
 
 
 def worker_argv(python: str) -> list[str]:
-    return [python, "-s", "-m", "autograder.sandbox.worker"]
+    """The worker's command. `-m` alone would put the working directory, the scratch folder the submission
+    writes, first on sys.path: a `kernels.py` left there by one call would be imported by the next worker
+    before its ready signal. `-P` keeps it off (the import path is the library, the submission and the
+    Python installation, none of them writable by the worker); `-s` the user's site folder."""
+    return [python, "-P", "-s", "-m", "autograder.sandbox.worker"]
 
 
 def bwrap_command(lib: Path, submission: Path, scratch: Path, env: dict[str, str], gpu: bool) -> list[str]:

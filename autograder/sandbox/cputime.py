@@ -1,21 +1,28 @@
-"""What a worker's processes consume, so that a call is judged by the code's own use of the machine.
+"""What a call into student code costs, observed from outside the submission.
 
 A call into student code has a budget in CPU seconds, not in wall-clock seconds: on a loaded machine
 the same code takes longer by the clock while using the same CPU time, and a grade must not depend on
-what else the machine was doing. Three numbers tell the cases apart (`Meter.verdict`):
+what else the machine was doing. Three numbers tell the cases apart (`Meter.verdict`), none of them
+reported by the submission's own processes:
 
-- *cpu*: seconds the worker's processes ran (user and system, their reaped children included). The
-  code is over its budget when this reaches it: an endless loop, or far too slow.
-- *waiting*: seconds its threads were runnable but waited for a core (the run queue, from
-  schedstat). That is the machine's load, never the code's.
+- *cpu*: seconds the worker's processes ran, as the kernel counts them in the worker's cgroup
+  (cgroups.py): every process that ever ran there, however it ended (a child reaped by the kernel
+  because its parent ignores SIGCHLD, a process stopped with SIGSTOP). The code is over its budget when
+  this reaches it: an endless loop, or far too slow.
+- *waiting*: seconds in which no core the grader may use was free (`Machine`: the kernel's idle time
+  of those cores, read by the grader from /proc/stat), less the time the worker itself ran. That is the
+  machine's load, never the code's: to keep every core busy the submission would have to run on them,
+  and that CPU is counted against it. (Its own threads' run-queue delay is not used: a submission makes
+  that as large as it likes with processes that are always runnable and never run.)
 - *idle*: the rest of the wall clock. The code waited for something else: a sleep, a lock, a pipe.
   It is over its budget when idle time alone reaches it.
 
 When the wall clock reaches the backstop before either, the machine, not the code, was too slow:
 the grader was overloaded, and the call is graded again later, never counted against the student.
 
-The processes are the worker's descendants (bubblewrap runs them in a session of their own) and the
-members of its pids cgroup where there is one (a process cannot leave it). Read from /proc (Linux).
+Where no cgroup can be made (a grader that is not root and has no delegated cgroup, a hosted
+container), nothing outside the submission counts its CPU, and /proc's counters can be dodged: the
+call is charged its wall clock instead (verdict "wall"), which no trick of the submission shortens.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 PROC = Path("/proc")
 TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -33,9 +41,6 @@ TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 class Usage:
     cpu: float = 0.0
     waiting: float = 0.0
-
-    def __sub__(self, other: "Usage") -> "Usage":
-        return Usage(self.cpu - other.cpu, self.waiting - other.waiting)
 
 
 def _stat(pid: int) -> list[str] | None:
@@ -62,31 +67,51 @@ def descendants(root: int, extra: tuple[int, ...] = ()) -> set[int]:
     return found
 
 
-def _waiting(pid: int) -> float:
-    total = 0
-    try:
-        tasks = list((PROC / str(pid) / "task").iterdir())
-    except OSError:
-        return 0.0
-    for task in tasks:
-        try:
-            total += int((task / "schedstat").read_text().split()[1])
-        except (OSError, IndexError, ValueError):
-            pass
-    return total / 1e9
-
-
-def usage(pids: set[int]) -> Usage:
-    """CPU and run-queue seconds of these processes (those gone by now are left out; their parents'
-    reaped-children times hold what they ran)."""
-    cpu = waiting = 0.0
+def process_cpu(pids: set[int]) -> float:
+    """CPU seconds these processes report in /proc (their reaped children's included): what a grader
+    without a cgroup can know, for its own accounts (make bench-grader), never for a verdict."""
+    cpu = 0.0
     for pid in pids:
         fields = _stat(pid)
-        if fields is None:
-            continue
-        cpu += sum(int(v) for v in fields[11:15]) / TICKS  # utime stime cutime cstime
-        waiting += _waiting(pid)
-    return Usage(cpu, waiting)
+        if fields is not None:
+            cpu += sum(int(v) for v in fields[11:15]) / TICKS  # utime stime cutime cstime
+    return cpu
+
+
+class Machine:
+    """The grader's own reading of the machine's load since it was made: how long the cores this process
+    may use (its CPU affinity) were idle, from the kernel's /proc/stat."""
+
+    def __init__(self, cpus: set[int] | None = None) -> None:
+        self.cpus = sorted(cpus if cpus is not None else _affinity())
+        self.started = time.monotonic()
+        self.idle_at_start = self.idle_seconds()
+
+    def idle_seconds(self) -> float:
+        """Idle (and waiting-for-I/O) seconds of those cores since boot; 0 where /proc/stat cannot be read."""
+        try:
+            lines = (PROC / "stat").read_text().splitlines()
+        except OSError:
+            return 0.0
+        total = 0
+        for line in lines:
+            name, _, rest = line.partition(" ")
+            if name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in self.cpus:
+                fields = rest.split()
+                total += int(fields[3]) + int(fields[4])  # idle, iowait
+        return total / TICKS
+
+    def busy(self, wall: float) -> float:
+        """Seconds of the last `wall` in which no core was free, at least: the wall clock less the cores'
+        idle time since this reading began (their idle periods may not overlap)."""
+        return max(0.0, wall - (self.idle_seconds() - self.idle_at_start))
+
+
+def _affinity() -> set[int]:
+    try:
+        return os.sched_getaffinity(0)
+    except (AttributeError, OSError):
+        return set(range(os.cpu_count() or 1))
 
 
 def backstop(budget: float) -> float:
@@ -96,22 +121,30 @@ def backstop(budget: float) -> float:
 
 
 class Meter:
-    """One call's use of the machine, from its start; `processes` lists the worker's pids when asked (a
-    scan of /proc, so it is asked only while a call runs long). `first`: the pids at the start, where
-    the caller knows them (an idle worker starts nothing between two calls)."""
+    """One call's use of the machine, from its start. `cpu` reads the worker's CPU seconds from its cgroup
+    (cumulative; None where the worker has no CPU account: the wall clock is charged then); `machine`
+    is the grader's reading of the machine's load over the same time."""
 
-    def __init__(self, processes, budget: float, first: set[int] | None = None) -> None:
-        self.processes, self.budget = processes, budget
+    def __init__(self, cpu: Callable[[], float | None] | None, budget: float, machine: Machine | None = None) -> None:
+        self.cpu, self.budget = cpu, budget
+        self.machine = machine or Machine()
         self.started = time.monotonic()
-        self.base = usage(first if first is not None else processes())
+        self.base = cpu() if cpu is not None else None
         self.used = Usage()
         self.wall = 0.0
         self.last: str | None = None  # the verdict that stopped the call, if one did
 
+    @property
+    def counted(self) -> bool:
+        """Whether the call's CPU is counted from outside (a cgroup); else its wall clock is charged."""
+        return self.base is not None
+
     def read(self) -> Usage:
         self.wall = time.monotonic() - self.started
-        used = usage(self.processes()) - self.base  # processes gone since the start read as less
-        self.used = Usage(max(0.0, used.cpu), max(0.0, used.waiting))
+        now = self.cpu() if self.counted else None
+        cpu = max(0.0, now - self.base) if now is not None and self.base is not None else 0.0
+        waiting = min(self.machine.busy(self.wall), max(0.0, self.wall - cpu))
+        self.used = Usage(cpu, waiting)
         return self.used
 
     @property
@@ -120,14 +153,20 @@ class Meter:
 
     @property
     def charged(self) -> float:
-        """What the call cost the submission: its CPU time and its idle time, not its wait for a core."""
+        """What the call cost the submission: its CPU time and its idle time, not its wait for a core (the
+        whole wall clock where its CPU is not counted from outside)."""
+        if not self.counted:
+            return self.wall
         return min(self.wall, self.used.cpu + self.idle)
 
     def verdict(self) -> str | None:
-        """None while the call may go on; "cpu" or "idle" when the code used up its budget; "overloaded"
-        when the backstop came first."""
+        """None while the call may go on; "cpu" or "idle" when the code used up its budget ("wall" where the
+        wall clock is charged); "overloaded" when the backstop came first."""
         self.read()
-        if self.used.cpu >= self.budget:
+        if not self.counted:
+            if self.wall >= self.budget:
+                self.last = "wall"
+        elif self.used.cpu >= self.budget:
             self.last = "cpu"
         elif self.idle >= self.budget:
             self.last = "idle"

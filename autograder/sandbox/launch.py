@@ -1,8 +1,10 @@
-"""Launcher: apply resource limits, join a pids cgroup, drop to the worker's user, then exec the sandbox.
+"""Launcher: join the worker's cgroups, apply resource limits, drop to the worker's user, exec the sandbox.
 
 Runs as `python -I -S launch.py LIMITS_JSON -- COMMAND...` so that the limits are set in the new
 process before any student code exists, without a preexec_fn in the (multi-threaded) grader.
-Standard library only: it runs before anything else is importable.
+Standard library only: it runs before anything else is importable. It joins the worker's cgroups (a pids
+cap, a CPU account: cgroups.py) first, so that every process the worker ever starts is in them, and gives
+SIGCHLD its default action, so that no disposition of the grader's is inherited across the exec.
 
 With a "user" entry (uid, gid) it gives up root for good: no supplementary groups, real, effective
 and saved ids all the worker's (which clears every capability), and no_new_privs, so that no setuid
@@ -19,6 +21,7 @@ import errno
 import json
 import os
 import resource
+import signal
 import struct
 import sys
 
@@ -41,11 +44,12 @@ X32_BIT = 0x40000000  # x86_64's x32 syscalls: another table, refused whole
 def main(argv: list) -> None:
     limits = json.loads(argv[1])
     command = argv[argv.index("--") + 1 :]
-    cgroup = limits.pop("cgroup_procs", None)
+    cgroups = limits.pop("cgroup_procs", [])
     user = limits.pop("user", None)
-    if cgroup:
-        with open(cgroup, "w") as f:
+    for procs in cgroups:
+        with open(procs, "w") as f:
             f.write(str(os.getpid()))
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     no_network = limits.pop("no_network", False)
     for name, value in limits.items():
         resource.setrlimit(NAMES[name], (value, value))

@@ -8,8 +8,10 @@ the grader's rights, free to read the reference and the hidden suites and to rew
 unless the instructor opts out explicitly (ALLOW_UNSANDBOXED), and then every report says so.
 Processes are capped by a
 pids cgroup where the grader may create one (root), else by RLIMIT_NPROC, which the kernel enforces
-per user namespace for a non-root user (it exempts root, hence the cgroup). Resource limits (CPU
-time, address space, file size, no core dumps) and a wall-clock timeout per call always apply.
+per user namespace for a non-root user (it exempts root, hence the cgroup). A call's CPU seconds are
+counted by a cgroup of the worker's too, where one can be made, else its wall clock is charged
+(cgroups.py, cputime.py). Resource limits (CPU time, address space, file size, no core dumps) and a
+timeout per call always apply.
 """
 
 from __future__ import annotations
@@ -19,14 +21,11 @@ import functools
 import os
 import resource
 import shutil
-import signal
 import subprocess
 import sys
-import time
-import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
 
+from autograder.sandbox import cgroups
 from autograder.sandbox.cputime import backstop
 
 MODES = ("auto", "bwrap", "user", "none")
@@ -58,6 +57,7 @@ class Protections:
     pids_cgroup: bool
     limits: Limits = field(default_factory=Limits)
     user: bool = False  # the worker runs as an unprivileged user of its own (sandbox.user)
+    cpu_cgroup: bool = False  # its CPU is counted by a cgroup of its own (else its wall clock is charged)
 
     @property
     def isolated(self) -> bool:
@@ -92,14 +92,20 @@ class Protections:
         else:
             procs = "processes: NOT limited (no writable pids cgroup, and RLIMIT_NPROC does not bind root)"
         memory = f"{self.limits.address_space >> 30} GiB address space" if self.limits.address_space else "no address-space limit (GPU)"
+        if self.cpu_cgroup:
+            timeout = (f"timeout: {self.limits.call_timeout:g} s of CPU time per call, counted by the kernel (a cgroup "
+                       f"per worker: every process it ran, however it ended), {backstop(self.limits.call_timeout):g} s of "
+                       "wall clock as a backstop (a call it stops while the grader saw the machine's cores busy is the "
+                       "grader's overload, graded again); the worker is killed and restarted")
+        else:
+            timeout = (f"timeout: {self.limits.call_timeout:g} s of wall clock per call (no cgroup could be made here, "
+                       "so no CPU time is counted from outside the worker); the worker is killed and restarted")
         return [
             *fs,
             procs,
             f"rlimits: {self.limits.cpu_seconds} s CPU, {memory}, {self.limits.file_size >> 20} MiB per "
             "file written (output included), no core dumps",
-            f"timeout: {self.limits.call_timeout:g} s of CPU time per call, {backstop(self.limits.call_timeout):g} s of "
-            "wall clock as a backstop (a call it stops is the grader's overload, graded again); the worker is "
-            "killed and restarted",
+            timeout,
         ]
 
 
@@ -141,7 +147,8 @@ def detect(mode: str = "auto", limits: Limits | None = None) -> Protections:
             f"from the student's code ({why}). Install Debian's `bubblewrap` where it can create namespaces, "
             f"or {user_fix()}; to grade without any isolation (trusted code only), set {ALLOW_UNSANDBOXED}=1, and "
             "every report will say so.")
-    return Protections(bwrap=usable, bwrap_note=note, pids_cgroup=PidsCgroup.supported(),
+    pids, cpu = cgroups.supported()
+    return Protections(bwrap=usable, bwrap_note=note, pids_cgroup=pids, cpu_cgroup=cpu,
                        limits=within_hard_limits(limits or Limits()), user=as_user)
 
 
@@ -175,74 +182,3 @@ def user_status() -> tuple[bool, str]:
     from autograder.sandbox import user
 
     return user.probe()
-
-
-class PidsCgroup:
-    """A pids cgroup (v1 or v2) for one worker: caps its processes and kills them all at the end."""
-
-    def __init__(self, max_pids: int) -> None:
-        parent = _pids_parent()
-        if parent is None:
-            raise OSError("no writable pids cgroup")
-        self.path = parent / f"llmsys-worker-{uuid.uuid4().hex[:12]}"
-        self.path.mkdir()
-        try:
-            (self.path / "pids.max").write_text(str(max_pids))
-        except OSError:
-            self.path.rmdir()
-            raise
-
-    @property
-    def procs_file(self) -> str:
-        return str(self.path / "cgroup.procs")
-
-    def kill_all(self, patience: float = 10.0) -> None:
-        """SIGKILL every process of the cgroup until it is empty (forks may race the first round)."""
-        deadline = time.monotonic() + patience
-        while time.monotonic() < deadline:
-            pids = [int(p) for p in (self.path / "cgroup.procs").read_text().split()]
-            if not pids:
-                return
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            time.sleep(0.01)
-
-    def remove(self) -> None:
-        try:
-            self.kill_all()
-            self.path.rmdir()
-        except OSError:
-            pass  # a leftover empty cgroup is harmless and is removed with its parent
-
-    @staticmethod
-    @functools.lru_cache(maxsize=None)
-    def supported() -> bool:
-        try:
-            PidsCgroup(MAX_PIDS).remove()
-            return True
-        except OSError:
-            return False
-
-
-def _pids_parent() -> Path | None:
-    """The folder under which this process may create a pids cgroup, or None."""
-    try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        _, controllers, rel = line.split(":", 2)
-        if "pids" in controllers.split(","):
-            candidate = Path("/sys/fs/cgroup/pids") / rel.lstrip("/")
-        elif controllers == "" and Path("/sys/fs/cgroup/cgroup.controllers").exists():
-            candidate = Path("/sys/fs/cgroup") / rel.lstrip("/")
-            if "pids" not in (candidate / "cgroup.controllers").read_text().split():
-                continue
-        else:
-            continue
-        if os.access(candidate, os.W_OK):
-            return candidate
-    return None

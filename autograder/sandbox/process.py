@@ -4,6 +4,12 @@ A worker is started lazily, asked one request at a time, killed (its whole proce
 namespace under bubblewrap, its pids cgroup) on a timeout, a crash or a protocol violation, and
 started afresh for the next request, so only the affected test fails. A call's budget is in CPU
 seconds (cputime.py): a call the machine was too busy to finish raises GraderOverloaded instead.
+
+Whose failure a worker that does not start is, the grader decides from what it observed itself: before
+any of the submission's code has run in this grading (no request has reached any of its workers), a
+worker that dies or hangs before its ready signal is the grader's fault or its machine's overload;
+after, it is the submission's (its code may have left something behind that stops the next start),
+unless the grader's own reading of the machine (cputime.Machine) shows the cores were busy.
 """
 
 from __future__ import annotations
@@ -22,9 +28,10 @@ from autograder.model import wire
 from autograder.model.results import GRADER_FAULT
 from autograder.harness.student import GraderOverloaded, Student, scenario_name
 from autograder.sandbox import bwrap, staging, user
-from autograder.sandbox.cputime import Meter, backstop, descendants, usage
+from autograder.sandbox.cgroups import WorkerCgroup
+from autograder.sandbox.cputime import Machine, Meter, backstop, descendants, process_cpu
 from autograder.sandbox.framing import FrameError, read_frame, write_frame
-from autograder.sandbox.policy import PidsCgroup, Protections
+from autograder.sandbox.policy import Protections
 
 LAUNCHER = Path(__file__).with_name("launch.py")
 OUTPUT_TAIL = 3000
@@ -68,15 +75,21 @@ def rebuild_exception(error: Any) -> Exception:
     return exc
 
 
+class CodeRan:
+    """Whether any of the submission's code may have run in this grading: set when the first request
+    reaches any of its workers (the first one, a restarted one, the builds' or the interpreting one)."""
+
+    def __init__(self) -> None:
+        self.value = False
+
+
 class _Process:
-    """One launched worker process: its pipes, its pids cgroup, and whether it said it is ready."""
+    """One launched worker process: its pipes, its cgroups, and whether it said it is ready."""
 
     def __init__(self, command: list[str], env: dict[str, str], fds: tuple[int, int, int, int],
-                 cwd: Path, output: Path, cgroup: PidsCgroup | None) -> None:
+                 cwd: Path, output: Path, cgroup: WorkerCgroup | None) -> None:
         req_r, req_w, rep_r, rep_w = fds
         self.to_worker, self.from_worker, self.cgroup, self.ready = req_w, rep_r, cgroup, False
-        self.first = False  # the worker's first process: started before any call, so before any student code
-        self.pids: set[int] | None = None  # its process tree between two calls, once read
         self.output = output  # its own file: a flood that hit the size limit does not outlive it
         self.cpu = 0.0  # CPU seconds its processes had used when it was killed (those still there then)
         with open(output, "ab") as out:
@@ -88,14 +101,15 @@ class _Process:
                 os.close(rep_w)
 
     def tree(self) -> set[int]:
-        """Its processes: those below it, and the members of its pids cgroup where it has one."""
-        members: tuple[int, ...] = ()
-        if self.cgroup is not None:
-            try:
-                members = tuple(int(p) for p in (self.cgroup.path / "cgroup.procs").read_text().split())
-            except (OSError, ValueError):
-                pass
-        return descendants(self.popen.pid, members)
+        """Its processes: those below it, and the members of its cgroup where it has one."""
+        return descendants(self.popen.pid, self.cgroup.members() if self.cgroup is not None else ())
+
+    def cpu_seconds(self) -> float | None:
+        """Its CPU seconds as its cgroup counts them, or None where it has no CPU account."""
+        return self.cgroup.cpu_seconds() if self.cgroup is not None else None
+
+    def counted(self) -> bool:
+        return self.cgroup is not None and self.cgroup.cpu is not None
 
     def wait_ready(self, timeout: float) -> None:
         if not self.ready:
@@ -105,8 +119,10 @@ class _Process:
 
     def kill(self, settle: float = 0.0) -> int | None:
         """Kill it and everything it started; return its exit status if it had one. What its processes had
-        used of the CPU is read first, into `cpu`."""
-        self.cpu = usage(self.tree()).cpu
+        used of the CPU is read into `cpu`: from its cgroup, else (for the grader's accounts only) from
+        what /proc shows of them before they are killed."""
+        if not self.counted():
+            self.cpu = process_cpu(self.tree())
         if settle:
             try:  # it closed its pipe: let it finish dying, to report its own exit status
                 self.popen.wait(timeout=settle)
@@ -123,6 +139,8 @@ class _Process:
             pass
         if self.cgroup is not None:
             self.cgroup.remove()
+            if self.counted():
+                self.cpu = self.cgroup.cpu_seconds() or 0.0
         try:
             return self.popen.wait(timeout=30)
         except subprocess.TimeoutExpired:
@@ -138,7 +156,7 @@ class Worker:
     """
 
     def __init__(self, lib: Path, submission: Path, scratch: Path, protections: Protections, gpu: bool,
-                 account: user.Account | None = None) -> None:
+                 account: user.Account | None = None, ran: CodeRan | None = None) -> None:
         self.lib, self.submission, self.scratch = lib, submission, scratch
         self.protections, self.gpu = protections, gpu
         self.current: _Process | None = None
@@ -150,6 +168,8 @@ class Worker:
         self.account: user.Account | None = account
         self.owns_account = account is None
         self.shared = False
+        # Shared by every worker of this grading (the interpreting sibling, the builds' worker).
+        self.ran = ran if ran is not None else CodeRan()
         self.meter: Meter | None = None  # the last call's use of the machine
         self.waited = 0.0  # seconds the calls waited for a worker to finish booting (its handshake)
         self.interpreting: Worker | None = None  # this one's sibling under Triton's interpreter (interpreter())
@@ -167,7 +187,7 @@ class Worker:
             return self
         if self.interpreting is None:
             self.interpreting = Worker(self.lib, self.submission, self.scratch.parent / "scratch-interpreter",
-                                       self.protections, gpu=False, account=self.shared_account())
+                                       self.protections, gpu=False, account=self.shared_account(), ran=self.ran)
         return self.interpreting
 
     def prestart(self) -> None:
@@ -180,10 +200,8 @@ class Worker:
         `timeout` is the call's budget in CPU seconds; the wall clock is only a backstop, and a call it
         stops while under budget raises GraderOverloaded (the machine was too busy, not the code slow)."""
         proc = self.ready()
-        if proc.pids is None:  # once per worker process: its tree, idle, between two calls
-            proc.pids = proc.tree()
-        self.meter = meter = Meter(proc.tree, timeout, first=proc.pids)
-        limit = meter.started + backstop(timeout)
+        self.meter = meter = Meter(proc.cpu_seconds if proc.counted() else None, timeout)
+        limit = meter.started + (backstop(timeout) if meter.counted else timeout)
         polled = []
 
         def stop() -> bool:  # asked every 0.2 s that the call waits: has the code used up its budget?
@@ -191,6 +209,7 @@ class Worker:
             return meter.verdict() is not None
 
         try:
+            self.ran.value = True  # from here on, what happens to a worker may be the submission's doing
             write_frame(proc.to_worker, wire.encode(message), limit, check=stop)
             reply = _decode(read_frame(proc.from_worker, wire.MAX_FRAME_BYTES, limit, check=stop))
             if polled:  # a short call is charged its wall clock, without a scan of /proc
@@ -234,18 +253,33 @@ class Worker:
         if self.account is not None and not self.shared:  # the submission is in place by the first call
             user.share_read_only(self.submission)
             self.shared = True
-        started = time.monotonic()
+        started, machine = time.monotonic(), Machine()
         try:
             self.current.wait_ready(self.protections.limits.start_timeout)
         except (FrameError, OSError, wire.WireError) as exc:
-            first = self.current.first
-            failure = self._failure(exc, self.protections.limits.start_timeout, starting=True)
-            if first and isinstance(failure, WorkerError):  # nothing of the submission had run: the grader's
-                raise GraderFault(f"{GRADER_FAULT}: {failure}") from None
-            raise failure from None
+            raise self._start_failure(exc, machine, self.current) from None
         finally:
             self.waited += time.monotonic() - started
         return self.current
+
+    def _start_failure(self, exc: Exception, machine: Machine, proc: _Process) -> Exception:
+        """Whose failure a worker that did not start is (the module's docstring): the machine's where the
+        grader saw its cores busy for most of the wait, else the submission's where its code had run in this
+        grading, else the grader's own."""
+        wall = time.monotonic() - machine.started
+        cpu = proc.cpu_seconds() or 0.0
+        busy = min(machine.busy(wall), max(0.0, wall - cpu))
+        timed_out = isinstance(exc, FrameError) and str(exc) == "timeout"
+        limit = self.protections.limits.start_timeout
+        failure = self._failure(exc, limit, starting=True)
+        if timed_out and busy >= wall / 2:
+            return GraderOverloaded(f"the grader was overloaded: starting the worker took more than {limit:g} s while "
+                                    f"the machine's cores were busy for {busy:.0f} s of it; it is graded again with "
+                                    "less running beside it")
+        if self.ran.value:
+            return WorkerError(f"the worker could not start again after your code had run ({failure}); did your "
+                               "code leave something behind (files, processes) that stops Python from starting?")
+        return GraderFault(f"{GRADER_FAULT}: {failure}")
 
     def _discard(self, settle: float = 0.0) -> int | None:
         """Kill the current worker and start booting a spare; return the dead one's exit status."""
@@ -281,22 +315,27 @@ class Worker:
         limits, cgroup = self._rlimits()
         self.starts += 1
         output = self.scratch.parent / f"worker-{self.starts}.log"
-        process = _Process([sys.executable, "-I", "-S", str(LAUNCHER), json.dumps(limits), "--", *command],
-                           {"PATH": env["PATH"]} if self.protections.bwrap else env,
-                           (req_r, req_w, rep_r, rep_w), self.scratch, output, cgroup)
-        process.first = self.starts == 1
-        return process
+        return _Process([sys.executable, "-I", "-S", str(LAUNCHER), json.dumps(limits), "--", *command],
+                        {"PATH": env["PATH"]} if self.protections.bwrap else env,
+                        (req_r, req_w, rep_r, rep_w), self.scratch, output, cgroup)
 
-    def _rlimits(self) -> tuple[dict[str, Any], PidsCgroup | None]:
+    def _rlimits(self) -> tuple[dict[str, Any], WorkerCgroup | None]:
         limits = self.protections.limits
         rlimits: dict[str, Any] = {"cpu": limits.cpu_seconds, "fsize": limits.file_size, "core": 0,
                                    "nofile": limits.open_files}
         if limits.address_space:
             rlimits["as"] = limits.address_space
-        cgroup = PidsCgroup(limits.max_pids) if self.protections.pids_cgroup else None
-        if cgroup is not None:
-            rlimits["cgroup_procs"] = cgroup.procs_file
-        elif self.protections.nproc_rlimit:
+        cgroup = None
+        if self.protections.pids_cgroup or self.protections.cpu_cgroup:
+            cgroup = WorkerCgroup.create(limits.max_pids, self.protections.pids_cgroup, self.protections.cpu_cgroup)
+            if cgroup is None or (cgroup.pids is None) == self.protections.pids_cgroup or \
+                    (cgroup.cpu is None) == self.protections.cpu_cgroup:
+                if cgroup is not None:
+                    cgroup.remove()
+                raise GraderFault(f"{GRADER_FAULT}: the worker's cgroups could not be made as they were at the "
+                                  "grader's start (pids cap, CPU account)")
+            rlimits["cgroup_procs"] = cgroup.procs_files
+        if not self.protections.pids_cgroup and self.protections.nproc_rlimit:
             rlimits["nproc"] = limits.max_pids
         if self.account is not None:
             rlimits["user"] = [self.account.uid, self.account.gid]
@@ -323,12 +362,9 @@ class Worker:
         if not starting and self.meter is not None and not timed_out:
             self.meter.read()  # a crash: what the call used until then, before its processes are gone
         if timed_out and not starting and self.meter is not None:
-            verdict = self.meter.last or self.meter.verdict() or "overloaded"  # a stalled frame: the backstop
+            verdict = self.meter.last or self.meter.verdict() or ("overloaded" if self.meter.counted else "wall")
         code = self._discard(settle=0.0 if timed_out else 2.0)
         what = "starting the worker" if starting else "the call"
-        if timed_out and starting:  # nothing of the submission runs before its first call: the machine's
-            return GraderOverloaded(f"the grader was overloaded: starting the worker took more than {timeout:g} s; it "
-                                    "is graded again with less running beside it")
         if verdict == "overloaded":
             used = self.meter.used
             return GraderOverloaded(f"the grader was overloaded: after {self.meter.wall:.0f} s the call had used "
@@ -337,8 +373,14 @@ class Worker:
         if verdict == "idle":
             reason = (f"the call timed out after {timeout:g} s without computing (waiting on a sleep, a lock, a "
                       "pipe or input that never comes)")
+        elif verdict == "wall":
+            reason = (f"the call timed out after {timeout:g} s by the clock (an endless loop, far too slow, or "
+                      "waiting on something that never comes; this grader counts the wall clock, as it can "
+                      "count no CPU time from outside the worker here)")
+        elif timed_out and starting:
+            reason = f"starting the worker took more than {timeout:g} s"
         elif timed_out:
-            reason = (f"{what} timed out after {timeout:g} s of CPU time (an endless loop, far too slow, or not "
+            reason = (f"the call timed out after {timeout:g} s of CPU time (an endless loop, far too slow, or not "
                       "reading its requests)")
         elif isinstance(exc, wire.WireError):
             reason = f"the worker sent data that is not a valid frame ({exc})"

@@ -32,7 +32,7 @@ from autograder.cohort import sample as cohort
 from autograder.package import gradescope
 from autograder.report.terminal import print_report
 from autograder.model.results import GradeReport
-from autograder.sandbox import policy, user
+from autograder.sandbox import cgroups, policy, user
 from autograder.sandbox.process import LAUNCHER
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -116,7 +116,8 @@ def documented_command() -> str:
 
 def namespace_setup(work: Path) -> str:
     """Shell lines, run as root in a private mount namespace, that make this machine look like a
-    hosted autograder: bwrap fails to create namespaces, the pids cgroup is read-only. Where this
+    hosted autograder: bwrap fails to create namespaces, the cgroups are read-only (no pids cap, no CPU
+    account: calls are charged their wall clock). Where this
     machine's Python lives in a folder closed to other users (root's home), its folder is mounted
     into an open one at the same path, as a hosted image installs Python system-wide."""
     fake = work / "bwrap-fails"
@@ -126,9 +127,8 @@ def namespace_setup(work: Path) -> str:
     real = shutil.which("bwrap")
     if real:
         lines.append(f"mount --bind {fake} {os.path.realpath(real)}")
-    cgroup = policy._pids_parent()
-    if cgroup is not None:
-        lines.append(f'mount -o remount,bind,ro "$(findmnt -n -o TARGET -T {cgroup})"')
+    for place in {p.parent for p in (cgroups._pids_place(), cgroups._cpu_place()) if p is not None}:
+        lines.append(f'mount -o remount,bind,ro "$(findmnt -n -o TARGET -T {place})"')
     for index, (closed, child) in enumerate(closed_ancestors()):
         hold = work / f"hold-{index}"
         hold.mkdir()
