@@ -571,13 +571,11 @@ def history_command(args: argparse.Namespace) -> int:
     if not found:
         args.parser.error(f"no student or submission {args.student!r} in {args.out / 'gradebook.sqlite'}: give a "
                           "roster id, a submission's name, an email, a login or a name")
-    table = Table("when (UTC)", "who", "assignment", "change", "before", "after", "why", "command",
-                  title=Text(clean(f"history of {', '.join(found)}")), title_justify="left")
-    for row in rows:
-        table.add_row(row["at"], Text(clean(row["by"])), row["assignment"], Text(clean(row["change"])),
-                      Text(clean(row["before"])), Text(clean(row["after"])), Text(clean(row["reason"])),
-                      Text(clean(row["command"])))
-    Console().print(table)
+    print(clean(f"history of {', '.join(found)} in {args.out / 'gradebook.sqlite'}, oldest first:"))
+    for row in rows:  # one line each, whole in any terminal or pipe
+        what = " ".join(part for part in (row["submission"] or row["student"], row["assignment"]) if part)
+        print(clean(f"{row['at']}  {row['by']}  {what}: {row['change']}: {row['before']} -> {row['after']}"
+                    + (f" ({row['reason']})" if row["reason"] else "") + f"  [{row['command']}]"))
     if not rows:
         print("no change recorded yet")
     return 0

@@ -131,12 +131,12 @@ class Gradebook:
         waiting = sum(t.max_points for t in report.tests if t.status == "not_graded")
         note = f"{waiting:g} GPU points not graded" if waiting else ""
         with self._transaction() as db:
-            before = _grades(db, name)
+            before, how = _grades(db, name), _how(db, name, digest)
             self._replace(db, name, digest, "graded", report.score, report.max_score, groups, note,
                           report.to_json())
             db.executemany("INSERT INTO tests VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", tests)
             _apply_manual(db, name)  # scores given by hand to these very answers earlier
-            _record_grades(db, name, before, "graded again" if before else "graded")
+            _record_grades(db, name, before, how)
 
     def record_error(self, name: str, digest: str, message: str) -> None:
         """Store a submission that could not be graded; it is graded again by the next batch."""
@@ -279,6 +279,16 @@ def _grades(db: sqlite3.Connection, name: str) -> tuple[str, dict[str, str]]:
     tests = [{"assignment": a, "status": s, "points": got, "max_points": most} for a, s, got, most in db.execute(
         "SELECT assignment, status, points, max_points FROM tests WHERE submission = ? ORDER BY position", (name,))]
     return row[0], {a: f"{points(p.score)} / {points(p.maximum)}" for a, p in by_assignment(tests).items()}
+
+
+def _how(db: sqlite3.Connection, name: str, digest: str) -> str:
+    """Why a row is about to be graded (before it is replaced): its first grading, a new version of the
+    submission (a resubmission), or the same contents again (a regrade, or a retry after a grader error)."""
+    old = db.execute("SELECT digest, status FROM submissions WHERE name = ?", (name,)).fetchone()
+    if old is None or old[1] == MISSING:
+        return "graded"
+    return "graded again: a new version of the submission" if old[0] != digest else \
+        "graded again: the same submission"
 
 
 def _student_of(db: sqlite3.Connection, name: str) -> str:

@@ -91,11 +91,12 @@ def print_report(report: GradeReport, console: Console | None = None) -> None:
 
 
 def gradebook_table(rows: list[dict], final: dict | None = None) -> Table:
-    """The cohort at a glance: one row per submission from `Gradebook.rows()`, each score out of its maximum
-    (autograder.report.parts), with the points of it awaiting hand grading and those needing a GPU (not
-    counted); with `final` (autograder.report.gradebook.finals), then the final total after the late policy and
-    the course file's overrides, out of its maximum. Scores and statuses are never cut: on a narrow terminal,
-    or in a pipe, the names and notes wrap instead."""
+    """The cohort at a glance: one row per submission from `Gradebook.rows()`, its status first, each score out
+    of its maximum (autograder.report.parts), under it the points of that maximum awaiting hand grading and
+    those needing a GPU (not counted); with `final` (autograder.report.gradebook.finals), then the final total
+    after the late policy and the course file's overrides, out of its maximum. Statuses and numbers are never
+    cut: on a narrow terminal, or in a pipe (80 columns), the names and notes wrap instead, and a score's
+    parts go on lines of their own."""
     assignments = sorted({name for row in rows for name in row["assignments"]})
     graded = [row["status"] in SCORED for row in rows]  # a student of the roster with no submission scores 0
     parts = [_parts(row) for row in rows]
@@ -103,18 +104,18 @@ def gradebook_table(rows: list[dict], final: dict | None = None) -> Table:
               + [_score(sum(mine.values(), NONE) if ok else None)] for mine, ok in zip(parts, graded)]
     table = Table(title="gradebook", title_justify="left")
     table.add_column("submission", overflow="fold")
-    for column, name in enumerate(assignments + ["total"]):
-        table.add_column(name, justify="right", overflow="fold",
-                         min_width=max((len(cells[column]) for cells in scores), default=1))
-    if final is not None:
-        table.add_column("final", justify="right", no_wrap=True)
     table.add_column("status", no_wrap=True)
+    for name in assignments + ["total"]:  # a score wraps at its spaces, never inside a number
+        table.add_column(name, justify="right", overflow="fold")
+    if final is not None:
+        table.add_column("final", justify="right", overflow="fold")
     table.add_column("note", overflow="fold")
     for row, cells in zip(rows, scores):
         status = Text(row["status"], style="green" if row["status"] in SCORED else "bold red")
         mine = final.get(row["name"]) if final is not None else None
-        ends = [Text("-" if mine is None else "/".join(map(points, final_total(mine))))] if final is not None else []
-        table.add_row(Text(clean(row["name"])), *cells, *ends, status, Text(_last_line(row["message"])))
+        ends = [Text("-" if mine is None else " / ".join(map(points, final_total(mine))))] if final is not None else []
+        note = "" if row["status"] == "graded" else _last_line(row["message"])  # a graded row's parts say it all
+        table.add_row(Text(clean(row["name"])), status, *cells, *ends, Text(note))
     return table
 
 
@@ -131,10 +132,10 @@ def _parts(row: dict) -> dict[str, Parts]:
 
 
 def _score(parts) -> Text:
-    """`12/21` (out of the maximum), then `(3 by hand)` for the points of it awaiting hand grading and `+5 GPU`
-    for those needing a GPU (not counted), where there are any."""
+    """`12 / 21` (out of the maximum), then on lines of their own `(3 by hand)` for the points of it awaiting hand
+    grading and `+5 GPU` for those needing a GPU (not counted), where there are any."""
     if parts is None:
         return Text("-")
     extra = ([f"({points(parts.by_hand)} by hand)"] if parts.by_hand else []) + (
         [f"+{points(parts.gpu)} GPU"] if parts.gpu else [])
-    return Text(fraction(parts).replace(" ", "") + "".join(f" {e}" for e in extra))
+    return Text("\n".join([fraction(parts), *extra]))
