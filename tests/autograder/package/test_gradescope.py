@@ -165,3 +165,30 @@ def test_setup_takes_torch_from_the_index_given_and_refuses_one_it_cannot_quote(
             main([str(tmp_path / "dist"), "--torch-index", bad])
         assert exit.value.code == 2
     assert not (tmp_path / "dist").exists()
+
+
+def test_a_submission_that_cannot_be_graded_is_a_failed_run_on_gradescope_never_a_zero(tmp_path):
+    """Gradescope's format has no "no score": a results.json without one needs a score on each test, and any
+    score reads as a 0. What run_autograder runs writes no results.json for an empty upload, which Gradescope
+    documents as the autograder failing (the run is marked failed; the staff see the grader's output, which
+    says why first); feedback.md, beside it, says why too. A graded upload's results.json follows the format."""
+    from autograder.sandbox.policy import SandboxUnavailable, detect
+
+    try:
+        detect()
+    except SandboxUnavailable as exc:
+        pytest.skip(f"the grade verb refuses to grade here: {exc}")
+    (tmp_path / "submission").mkdir()
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "results.json").write_text('{"score": 0, "tests": []}')  # a stale one must not stay
+    done = subprocess.run([sys.executable, "-m", "autograder", "grade", str(tmp_path / "submission"), "--assignment",
+                           ASSIGNMENT, "--out", str(results)], cwd=ROOT, env=clean_env(), capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert not (results / "results.json").exists()
+    assert done.stdout.startswith("not gradable: submission is empty")
+    feedback = (results / "feedback.md").read_text()
+    assert "**Not gradable**" in feedback and "Score" not in feedback
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"score": None, "tests": []}, schema())
