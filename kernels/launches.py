@@ -121,7 +121,9 @@ def describe_launch(kernel, args: tuple, kwargs: dict, specialize: bool = False)
     described = []
     for p in params:
         value = bound.get(p.name, p.default)
-        if _is_constexpr(p) or value is None:
+        # A tl.constexpr value (LOG2E / math.sqrt(d)) is a constant of the build whatever the parameter's
+        # annotation: a GPU launch specialises it so.
+        if _is_constexpr(p) or value is None or type(value).__name__ == "constexpr":
             described.append({"name": p.name, "constexpr": _plain(None if value is inspect.Parameter.empty else value)})
             continue
         try:

@@ -36,7 +36,9 @@ except ImportError as exc:  # Triton ships Linux wheels only: on macOS and Windo
     class _NoTriton:
         """Stands in for triton and triton.language so this module imports without Triton."""
 
-        constexpr = None
+        @staticmethod
+        def constexpr(value=None):
+            return value
 
         @staticmethod
         def jit(fn):
@@ -45,7 +47,11 @@ except ImportError as exc:  # Triton ships Linux wheels only: on macOS and Windo
     triton = tl = _NoTriton()
     _TRITON_MISSING = f"triton cannot be imported here ({exc}): its wheels exist for Linux only"
 
-LOG2E = 1.4426950408889634  # log2(e): exp(x) = exp2(x * LOG2E)
+# Constants that kernel code reads are tl.constexpr: a GPU build refuses any other global in a @triton.jit
+# function ("Cannot access global variable"), and `make test` does too (handout §7). Host code reads the
+# number as LOG2E.value.
+LOG2E = tl.constexpr(1.4426950408889634)  # log2(e): exp(x) = exp2(x * LOG2E)
+LN2 = tl.constexpr(0.6931471805599453)  # ln(2) = 1 / LOG2E: from log2 back to natural-log units
 
 
 def _require_triton() -> None:

@@ -116,7 +116,8 @@ def host_code(package: str, path: str) -> list[str]:
         lines += [*table, ""]
     lines += [
         f"Kernel code (the `@triton.jit` functions) may use {_code(triton_rules.KERNEL_NAMES)}, other "
-        f"`@triton.jit` functions, numbers, module-level constants and the builtins "
+        f"`@triton.jit` functions, numbers, module-level constants (`tl.constexpr` ones: a GPU build, and "
+        f"`make test` with it, refuses any other global) and the builtins "
         f"{_code(triton_rules.KERNEL_BUILTINS)}; not the attributes {_code(triton_rules.KERNEL_DENIED)} "
         "(the interpreter's insides).",
         "",

@@ -41,3 +41,18 @@ def test_pytorch_code_launches_no_triton_kernel():
     with record_launches() as launches:
         torch.randn(8, 8) @ torch.randn(8, 8)
     assert launches.count == 0
+
+
+def test_a_constexpr_value_for_a_plain_parameter_is_the_constant_a_gpu_launch_makes_it():
+    """`LOG2E / math.sqrt(d)` is a tl.constexpr: Triton's own launcher specialises it as a constant of the
+    build (kernels.launches.specialization says {"constexpr": 64} of it, compiled), so the recorded launch,
+    which the GPU builds are made from, says so too, not an untyped argument."""
+    import triton.language as tl
+
+    from kernels import demos
+    from kernels.launches import describe_launch
+
+    x = torch.randn(64)
+    args, kwargs = (x, x, x, tl.constexpr(64)), {"BLOCK": 64}
+    described = {arg["name"]: arg for arg in describe_launch(demos._add_kernel, args, kwargs)["args"]}
+    assert described["n"] == {"name": "n", "constexpr": 64}
