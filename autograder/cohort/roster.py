@@ -11,9 +11,11 @@ gradebook row of status "missing" that scores 0; a submission of no one on the r
 and the batch, the cohort report and the export name it (the LMS file leaves it out: no LMS could place it).
 
 Extensions and overrides are kept in the gradebook by student (autograder.report.gradebook), and each one
-added, changed or removed goes into its audit with the command that made the change. An extension moves the
-student's due date for the late policy, which is assessed again, with the submission times it last used,
-when an extension changes; an override sets an assignment's score after the late policy, or excuses it.
+added, changed or removed goes into the gradebook's history with the command that made the change. An
+extension moves the student's due date for the late policy, which every command assesses again from the course
+file with the submission times it last used (so a changed extension, due date or last accepted date is seen by
+`report`, `manual import` and `export` alike); an override sets an assignment's score after the late policy,
+or excuses it.
 """
 
 from __future__ import annotations
@@ -99,8 +101,9 @@ def _settle(book, course: Path | None, known: list[str] | None, late: tuple | No
     store_roster(book, students, found.submissions)
     rows = {s.id: found.submissions.get(s.id, s.id) for s in students}  # student -> the name of their row
     entries, before = _as_stored(wanted), stored_adjustments(book)
-    moved = any(before.get(k) != entries.get(k) for k in {*before, *entries} if k[2] == EXTENSION)
-    messages, reassessed = [], policy is not None and late is None and moved and bool(late_before)
+    # With the times it last used, the late policy is assessed again by every command: a changed due date,
+    # extension, last accepted date or answers' release is seen by each one alike.
+    messages, reassessed = [], policy is not None and late is None and bool(late_before)
     if policy is not None and (late is not None or reassessed):
         extended = {(rows.get(e.student, e.student), e.assignment): e.due for e in wanted.extensions}
         messages += [f"late policy: {w}" for w in apply(book, policy, late[1] if late else _times(late_before),
@@ -110,7 +113,12 @@ def _settle(book, course: Path | None, known: list[str] | None, late: tuple | No
     messages += _roster_notes(students, found) + [
         f"{c['change']}: {c['student']}, {c['assignment']}: {c['before']} -> {c['after']} ({c['reason']})"
         for c in changes] + _unapplied(book, wanted, rows)
-    return Settled(messages, bool(changes) or reassessed or roster(book) != stored_roster)
+    moved = _penalties(late_before) != _penalties(book.late())
+    return Settled(messages, bool(changes) or moved or roster(book) != stored_roster)
+
+
+def _penalties(late: dict[str, dict[str, dict]]) -> dict:
+    return {(name, a): (row["penalty"], row["due"], row["note"]) for name, rows in late.items() for a, row in rows.items()}
 
 
 def _as_stored(wanted: Adjustments) -> dict[tuple[str, str, str], tuple[str, str]]:

@@ -85,7 +85,7 @@ class Gradebook:
         self._db = sqlite3.connect(self.path, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
-        self._db.executescript(SCHEMA + ROSTER_SCHEMA + EXPORTS_SCHEMA)
+        self._db.executescript(SCHEMA + ROSTER_SCHEMA + EXPORTS_SCHEMA + MANUAL_SCHEMA)
         history.ensure(self._db)
         _allow_not_gradable(self._db)
 
@@ -205,6 +205,8 @@ class Gradebook:
         parts = {row["name"]: row["parts"] for row in rows}
         assignments = sorted({a for row in rows for a in row["assignments"]} | {a for p in parts.values() for a in p})
         late, final = self.late(), finals(self)
+        excused = {name: {a for a, kinds in mine.items() if kinds.get("override", {}).get("value") == EXCUSED}
+                   for name, mine in adjustments(self).items()}
         students = {row["submission"] or row["id"]: row for row in roster(self)}
         order = [*students, *sorted({row["name"] for row in rows} - set(students))]
         by_name = {row["name"]: row for row in rows}
@@ -227,7 +229,7 @@ class Gradebook:
                 writer.writerow([*who, "" if row["status"] == MISSING else safe_cell(name), row["status"],
                                  "" if row["status"] == "graded" else safe_cell(_last_line(row["message"])), *cells,
                                  *(_penalised(row, mine, assignments, late) if late else []),
-                                 *_final_cells(final.get(name), assignments)])
+                                 *_final_cells(final.get(name), assignments, excused.get(name, set()))])
 
 
 def scored_rows(db: sqlite3.Connection) -> list[dict]:
@@ -433,11 +435,13 @@ def store_manual(book: Gradebook, scores: list[dict]) -> list[str]:
     names = sorted({s["submission"] for s in scores})
     with book._transaction() as db:
         history.add(db, _hand_changes(db, scores))
+        before = {name: _grades(db, name) for name in names}
         db.executemany("INSERT OR REPLACE INTO manual_scores VALUES (?, ?, ?, ?, ?, ?, ?)",
                        [(s["submission"], s["question"], json.dumps(s["criteria"]), float(sum(s["criteria"])),
                          s["comment"], s["answer_sha"], graded_at) for s in scores])
         for name in names:
             _apply_manual(db, name)
+            _record_grades(db, name, before[name], "hand scores imported")
     return names
 
 
@@ -651,10 +655,11 @@ def final_total(mine: dict[str, Final]) -> tuple[float, float]:
     return rounded(sum(f.final for f in counted)), rounded(sum(f.maximum for f in counted))
 
 
-def _final_cells(mine: dict[str, Final] | None, assignments: list[str]) -> list:
-    """grades.csv's final score per assignment ("excused" where excused), their total and its maximum."""
+def _final_cells(mine: dict[str, Final] | None, assignments: list[str], excused: set[str]) -> list:
+    """grades.csv's final score per assignment ("excused" where excused, also on a row with no score), their
+    total and its maximum."""
     if mine is None:
-        return [""] * (len(assignments) + 2)
+        return [EXCUSED if a in excused else "" for a in assignments] + ["", ""]
     cells = [EXCUSED if a in mine and mine[a].final is None else mine[a].final if a in mine else "" for a in assignments]
     return [*cells, *final_total(mine)]
 

@@ -30,6 +30,7 @@ feedback's Markdown is rendered with raw HTML turned off.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shutil
@@ -172,7 +173,7 @@ class Submission:
 
     def final_total(self) -> tuple[float, float] | None:
         """(the final score, its maximum), excused assignments left out; None where there is no score."""
-        return final_total(self.final) if self.final else None
+        return final_total(self.final) if self.final or self.missing else None
 
     def adjusted(self) -> dict[str, Final]:
         """The assignments whose final score the course file set (an override, or excused)."""
@@ -409,7 +410,10 @@ def static_check_hits(submissions: list[Submission]) -> list[dict]:
 
 # --- the site ---------------------------------------------------------------------------------------
 
+@functools.lru_cache(maxsize=1)
 def environment() -> Environment:
+    """The templates' environment, made once per process: compiling the templates costs more than the rest of
+    a cohort report of a few dozen submissions (a publish after each step of a term writes it)."""
     env = Environment(loader=PackageLoader("autograder.report", TEMPLATES), autoescape=select_autoescape(
         enabled_extensions=("html",), default_for_string=True, default=True), undefined=StrictUndefined,
         trim_blocks=True, lstrip_blocks=True)

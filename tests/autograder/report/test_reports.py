@@ -5,6 +5,7 @@ Messages are treated as hostile throughout: they come from student code.
 
 import io
 import json
+import re
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -199,6 +200,11 @@ def test_the_gradebook_table_never_cuts_a_score(width):
     out = io.StringIO()
     Console(file=out, width=width, color_system=None).print(gradebook_table(rows))
     text = out.getvalue()
-    assert "192/244" in text and "219.5/221.5" in text and "411.5/465.5" in text
-    if width >= 160:  # wide enough for the note: an error's last line, printed as it is, not as markup
+    assert max(len(line) for line in text.splitlines()) <= width  # nothing cropped at the edge
+    cells = " ".join(re.findall(r"│([^│]*)", text))  # every cell's text, line after line
+    for number in ("192", "244", "219.5", "221.5", "411.5", "465.5"):  # a score wraps at its spaces, whole
+        assert re.search(rf"(?<![\d.]){re.escape(number)}(?![\d.])", cells), number
+    assert re.search(r"│ graded\s*│", text) and re.search(r"│ error\s*│", text)  # statuses never cut
+    if width >= 160:
+        assert "192 / 244" in text and "219.5 / 221.5" in text and "411.5 / 465.5" in text  # wide enough for the note: an error's last line, printed as it is, not as markup
         assert "RuntimeError: [red]boom[/red]" in text
