@@ -460,10 +460,13 @@ def manual_command(args: argparse.Namespace) -> int:
             console.print(Text(f"{len(paths) // 2} grading sheets in {args.out / 'manual'}" if paths
                                else "no written answers to grade by hand in this gradebook"))
             return 0
-        changed = import_sheet(args.out, args.sheet)
+        left: list[str] = []
+        changed = import_sheet(args.out, args.sheet, left)
     except ManualError as exc:
         console.print(Text(str(exc), style="bold red"))
         return 2
+    for line in left:
+        console.print(Text(line, style="yellow"), soft_wrap=True)
     from autograder.cohort.publish import publish
     from autograder.report.gradebook import finals
 

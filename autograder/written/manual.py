@@ -5,8 +5,10 @@
 
 `export` writes, per question with answers to grade, a static HTML page (each submission's answer,
 escaped, beside the rubric) and the same as CSV: a row per submission, a column per rubric criterion
-(`c1`, `c2`, ...) and a `comment`. Scores already given are filled in. Cells that a spreadsheet would
-run as a formula (starting with =, +, -, @, a tab or a carriage return) are prefixed with `'`.
+(`c1 (max 1): <the criterion's words>`, ...) and a `comment`. Identical answers (the same words, whatever the
+spacing and case) are next to each other, and the page says how many share each one, so a grader scores one and
+copies its row. Scores already given are filled in. Cells that a spreadsheet would run as a formula (starting
+with =, +, -, @, a tab or a carriage return) are prefixed with `'`.
 
 Every row is keyed by an opaque id (`s-` and 12 hex digits): an HMAC of the submission's name under a key
 kept in the gradebook, so it is the same in every export of that gradebook and cannot be made from the
@@ -17,7 +19,8 @@ the sheets written again after an import.
 
 `import` validates the whole sheet first (every column the export wrote present; a known id and question;
 an answer still the one exported; every criterion a number from 0 to its maximum; a row whose criteria
-are blank is skipped) and writes nothing when any row is wrong; then stores the scores in one transaction
+are all blank is skipped, and so is one only partly filled in, which is said: it is still being graded) and
+writes nothing when any row is wrong; then stores the scores in one transaction
 (a re-import replaces the earlier scores of the same answers, never adds to them). A comment is stored as
 the grader wrote it: the `'` the export put before a formula character is removed. The command then writes
 every file again from the gradebook (autograder.cohort.publish): the reports, grades.csv, these sheets and
@@ -45,7 +48,8 @@ from autograder.written.answers import PREFIX, Question, handout_questions
 TEMPLATE = Path(__file__).with_name("sheet.html.j2")
 FIXED = ("id", "submission", "assignment", "question", "answer_id", "answer")  # then c1 ..., comment
 SHOWN_ONLY = "submission"  # for reading: import never reads it, an anonymous sheet has none
-CRITERION = re.compile(r"c(\d+)(?: \(max [^)]*\))?")
+CRITERION = re.compile(r"c(\d+)(?: \(max [^)]*\))?(?::.*)?", re.S)  # the words after ":" are for reading only
+CRITERION_WORDS = 60  # characters of a criterion's words in its column's header
 MAX_ERRORS = 20
 AGAIN = ("export the sheet again (`python -m autograder manual export OUT`) and copy the scores and comments "
          "into it")
@@ -112,6 +116,22 @@ def sheets(book: Gradebook) -> list[Sheet]:
     return [found[key] for key in sorted(found)]
 
 
+def _same(answer: str) -> str:
+    """An answer as grouping compares it: its words, without case."""
+    return " ".join(answer.casefold().split())
+
+
+def grouped(rows: list[dict], key: str) -> list[dict]:
+    """The rows with identical answers next to each other (groups in the order of their first row by `key`),
+    each row given `shared`: how many rows hold its answer."""
+    order: dict[str, int] = {}
+    for row in sorted(rows, key=lambda r: r[key]):
+        order.setdefault(_same(row["answer"]), len(order))
+    counts = {answer: sum(_same(r["answer"]) == answer for r in rows) for answer in order}
+    return [{**row, "shared": counts[_same(row["answer"])]}
+            for row in sorted(rows, key=lambda r: (order[_same(r["answer"])], r[key]))]
+
+
 def export(out: Path, anonymous: bool | None = None) -> list[Path]:
     """Write OUT/manual/<assignment>-<ID>.html and .csv per question; returns the paths written. `anonymous`:
     show ids, never names (None: as the last export of this gradebook did)."""
@@ -126,9 +146,9 @@ def export(out: Path, anonymous: bool | None = None) -> list[Path]:
     columns = [c for c in FIXED if not (anonymous and c == SHOWN_ONLY)]
     written = []
     for sheet in found:
-        rows = sheet.rows
+        rows = grouped(sheet.rows, "submission")
         if anonymous:  # nothing of the name reaches the files, not even its place in alphabetical order
-            rows = sorted(({k: v for k, v in row.items() if k != SHOWN_ONLY} for row in rows), key=lambda r: r["id"])
+            rows = grouped([{k: v for k, v in row.items() if k != SHOWN_ONLY} for row in sheet.rows], "id")
         stem = f"{sheet.assignment}-{sheet.question.id}"
         csv_path, html_path = folder / f"{stem}.csv", folder / f"{stem}.html"
         csv_path.write_text(_csv_text(sheet, rows, columns), encoding="utf-8")
@@ -141,7 +161,7 @@ def export(out: Path, anonymous: bool | None = None) -> list[Path]:
 def _csv_text(sheet: Sheet, rows: list[dict], columns: list[str]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    criteria = [f"c{i} (max {c.points:g})" for i, c in enumerate(sheet.question.criteria, start=1)]
+    criteria = [f"c{i} (max {c.points:g}): {_words(c.text)}" for i, c in enumerate(sheet.question.criteria, start=1)]
     writer.writerow([*columns, *criteria, "comment"])
     for row in rows:
         cells = {**row, "assignment": sheet.assignment, "question": sheet.question.id}
@@ -149,9 +169,16 @@ def _csv_text(sheet: Sheet, rows: list[dict], columns: list[str]) -> str:
     return buffer.getvalue()
 
 
-def import_sheet(out: Path, sheet_path: Path) -> list[str]:
+def _words(text: str) -> str:
+    """A criterion's words on one line, cut to fit a column's header."""
+    text = " ".join(text.split())
+    return text if len(text) <= CRITERION_WORDS else text[: CRITERION_WORDS - 3] + "..."
+
+
+def import_sheet(out: Path, sheet_path: Path, notes: list[str] | None = None) -> list[str]:
     """Validate the sheet, then store its scores in the gradebook; returns the submissions whose scores changed.
-    Nothing else is written: autograder.cohort.publish writes the files from the gradebook."""
+    `notes` gets the rows left for later (partly filled in). Nothing else is written: autograder.cohort.publish
+    writes the files from the gradebook."""
     try:
         text = Path(sheet_path).read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
@@ -161,7 +188,8 @@ def import_sheet(out: Path, sheet_path: Path) -> list[str]:
     header = [name.strip() for name in next(reader, [])]
     at, criteria = _columns(header, sheet_path)
     with _book(out) as book:
-        scores, errors = _validate(book, at, criteria, len(header), list(reader), sheet_path)
+        scores, errors = _validate(book, at, criteria, len(header), list(reader), sheet_path,
+                                   notes if notes is not None else [])
         if errors:
             shown = errors[:MAX_ERRORS] + ([f"... and {len(errors) - MAX_ERRORS} more"] if len(errors) > MAX_ERRORS else [])
             raise ManualError(f"{sheet_path}: nothing imported, fix these rows and import again:\n  "
@@ -187,7 +215,7 @@ def _columns(header: list[str], sheet_path: Path) -> tuple[dict[str, int], dict[
 
 
 def _validate(book: Gradebook, at: dict[str, int], criteria: dict[int, int], width: int, rows: list[list[str]],
-              sheet_path: Path) -> tuple[list[dict], list[str]]:
+              sheet_path: Path, notes: list[str]) -> tuple[list[dict], list[str]]:
     names = {sheet_id: name for name, sheet_id in row_ids(book).items()}
     graded = {row["name"] for row in book.rows() if row["status"] == "graded"}
     scores, errors, seen = [], [], set()
@@ -211,6 +239,12 @@ def _validate(book: Gradebook, at: dict[str, int], criteria: dict[int, int], wid
         values = [row[criteria[n]].strip() for n in sorted(criteria)]
         if not any(values):
             continue  # not graded yet
+        wanted = [row[criteria[n]].strip() for n in range(1, len(question.criteria) + 1)]
+        if not all(wanted) and not any(v for n, v in zip(sorted(criteria), values) if n > len(question.criteria)):
+            blank = [f"c{n}" for n, v in enumerate(wanted, start=1) if not v]
+            notes.append(f"{where}: {', '.join(blank)} left blank: the row is still being graded, nothing of it is "
+                         "stored yet; fill in every criterion (0 where it earns nothing) and import again")
+            continue
         if submission not in graded:
             errors.append(f"{where}: this submission has no graded report now (its last grading failed): "
                           "grade it again, export the sheet again and grade its answer")

@@ -73,10 +73,23 @@ def write_sheet(path: Path, table: list[list[str]]) -> Path:
     return path
 
 
+def column_at(table: list[list[str]], name: str) -> int:
+    """The index of a sheet's column: `c1` is the one whose header starts `c1 (max`."""
+    return next(i for i, header in enumerate(table[0]) if header == name or header.startswith(f"{name} (max "))
+
+
+def criteria_headers(question: str) -> list[str]:
+    """The criteria's columns as the export names them: number, maximum and the rubric's words."""
+    found = next(q for q in handout_questions(ASSIGNMENT) if q.id == question)
+    words = [" ".join(c.text.split()) for c in found.criteria]
+    return [f"c{i} (max {c.points:g}): {w if len(w) <= 60 else w[:57] + '...'}"
+            for i, (c, w) in enumerate(zip(found.criteria, words), start=1)]
+
+
 def fill(path: Path, scores: dict[str, list[str]], comment: str = "", key: str = "submission") -> Path:
     """Give each row whose `key` column is in `scores` those criteria (c1, c2, ...) and `comment`."""
     table = read_sheet(path)
-    first = table[0].index("c1 (max 1)")
+    first = column_at(table, "c1")
     for row in table[1:]:
         if row[table[0].index(key)] in scores:
             values = scores[row[table[0].index(key)]]
@@ -101,8 +114,9 @@ def test_export_writes_a_sheet_per_question_with_answers_escaped_beside_the_rubr
     assert "<script>" not in html and "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &lt;b&gt;" in html
     assert "the direction with its reason" in html  # the rubric beside the answers
     q91 = read_sheet(out / "manual" / f"{ASSIGNMENT}-Q9.1.csv")
-    assert q91[0] == ["id", "submission", "assignment", "question", "answer_id", "answer", "c1 (max 1)",
-                      "c2 (max 1)", "comment"]
+    assert q91[0] == ["id", "submission", "assignment", "question", "answer_id", "answer",
+                      *criteria_headers("Q9.1"), "comment"]
+    assert q91[0][6].startswith("c1 (max 1): ") and len(q91[0][6]) > len("c1 (max 1): ") + 10  # the rubric's words
     assert [row[1] for row in q91[1:]] == ["alice", "carol"]  # bob wrote no answer: nothing to grade
     assert q91[1][5].startswith("'" + FORMULA)  # shown as text by a spreadsheet, never run
 
@@ -141,7 +155,6 @@ def test_import_adds_the_scores_once_and_every_view_shows_them(out, capsys):
     (lambda row: row.__setitem__(6, "-1"), "outside 0 to 1"),
     (lambda row: row.__setitem__(6, "one"), "not a number"),
     (lambda row: row.__setitem__(6, "nan"), "outside 0 to 1"),
-    (lambda row: row.__setitem__(7, ""), "c2 is '', not a number"),
     (lambda row: row.__setitem__(4, "0" * 16), "the answer changed since this sheet was exported"),
 ])
 def test_a_wrong_sheet_is_refused_whole_and_changes_nothing(out, edit, words):
@@ -157,6 +170,31 @@ def test_a_wrong_sheet_is_refused_whole_and_changes_nothing(out, edit, words):
     assert words in str(caught.value) and "row 3" in str(caught.value) and "nothing imported" in str(caught.value)
     with sqlite3.connect(out / "gradebook.sqlite") as db:
         assert db.execute("SELECT name, score, report FROM submissions ORDER BY name").fetchall() == before
+
+
+def test_a_row_filled_for_one_criterion_is_left_for_later_and_the_others_are_imported(out, capsys):
+    """carol's row has c1 and not c2: it is still being graded, so nothing of it is stored and the command says
+    so; alice's full row is imported (before: the whole sheet was refused)."""
+    export(out)
+    sheet = fill(out / "manual" / f"{ASSIGNMENT}-Q9.1.csv", {"alice": ["1", "1"], "carol": ["1", ""]})
+    assert main(["manual", "import", str(out), str(sheet)]) == 0
+    said = capsys.readouterr().out
+    assert "c2 left blank: the row is still being graded" in " ".join(said.split())
+    with Gradebook(out / "gradebook.sqlite") as book:
+        assert manual_scores(book, "alice")["written/Q9.1"]["criteria"] == [1.0, 1.0]
+        assert "written/Q9.1" not in manual_scores(book, "carol")
+
+
+def test_identical_answers_are_next_to_each_other_and_said_to_be(tmp_path):
+    cohort = tmp_path / "cohort"
+    for name in ("amy", "bea", "cal"):
+        submission(cohort / name, MODEL if name != "bea" else MODEL.replace("For an R × D activation", "Other. For"))
+    run_batch(cohort, tmp_path / "out", grade_fn=grade_written, console=Console(file=io.StringIO()))
+    export(tmp_path / "out")
+    names = [row[1] for row in read_sheet(tmp_path / "out" / "manual" / f"{ASSIGNMENT}-Q6.1.csv")[1:]]
+    assert names == ["amy", "cal", "bea"]  # amy's and cal's answers are the same: together
+    html = (tmp_path / "out" / "manual" / f"{ASSIGNMENT}-Q6.1.html").read_text()
+    assert html.count("the same answer as 1 other") == 2
 
 
 def test_a_row_for_an_answer_not_written_is_refused(out):
@@ -220,7 +258,7 @@ def tricky(tmp_path):
 def grade_by_marker(sheet: Path, scores: list[list[str]], comment: str = "") -> Path:
     """Fill the sheet as a grader would, from the answers: `scores[n]` for the answer that says `Marker n.`."""
     table = read_sheet(sheet)
-    answer, first = table[0].index("answer"), table[0].index("c1 (max 1)")
+    answer, first = table[0].index("answer"), column_at(table, "c1")
     for row in table[1:]:
         number = int(row[answer].split("Marker ", 1)[1].split(".", 1)[0])
         row[first: first + 2], row[-1] = scores[number], comment
@@ -244,7 +282,7 @@ def test_anonymous_sheets_show_stable_ids_and_no_name_anywhere(tricky, tmp_path)
         text = path.read_text(encoding="utf-8")
         assert not [shown for shown in SHOWN if shown in text], path.name
     table = read_sheet(tricky / "manual" / f"{Q91}.csv")
-    assert table[0] == ["id", "assignment", "question", "answer_id", "answer", "c1 (max 1)", "c2 (max 1)", "comment"]
+    assert table[0] == ["id", "assignment", "question", "answer_id", "answer", *criteria_headers("Q9.1"), "comment"]
     ids = [row[0] for row in table[1:]]
     assert len(set(ids)) == len(NAMES) and all(re.fullmatch(ID, i) for i in ids) and ids == sorted(ids)
     html = (tricky / "manual" / f"{Q91}.html").read_text(encoding="utf-8")
@@ -306,12 +344,12 @@ def test_a_comment_round_trips_as_written_and_reaches_the_student_without_the_sh
 
 
 @pytest.mark.parametrize("column, named", [("answer", "'answer'"), ("id", "'id'"), ("comment", "'comment'"),
-                                           ("c1 (max 1)", "c1"), ("c2 (max 1)", "c2")])
+                                           ("c1", "c1"), ("c2", "c2")])
 def test_a_sheet_with_a_column_deleted_is_refused_naming_it(tricky, column, named):
     export(tricky)
     sheet = grade_by_marker(tricky / "manual" / f"{Q91}.csv", EXPECTED)
     table = read_sheet(sheet)
-    at = table[0].index(column)
+    at = column_at(table, column)
     write_sheet(sheet, [row[:at] + row[at + 1:] for row in table])
     with pytest.raises(ManualError) as caught:
         import_sheet(tricky, sheet)
