@@ -21,8 +21,11 @@ from autograder.model.results import GradeReport, TestResult
 UNCOUNTED = ("not_graded", "skipped")
 
 
-def settle(report: GradeReport, edges: set[str]) -> None:
-    """Fail, in `report`, every passed edge test whose task's ordinary tests did not all pass."""
+def settle(report: GradeReport, edges: set[str]) -> dict[str, str]:
+    """Fail, in `report`, every passed edge test whose task's ordinary tests did not all pass; return, for each
+    test failed so, the ordinary test it waits for as its message names it (a visible one to a visible test,
+    else "a hidden test of it"; "" when none of them ran)."""
+    waiting = {}
     for index, test in enumerate(report.tests):
         if test.name not in edges or test.status != "passed":
             continue
@@ -32,8 +35,10 @@ def settle(report: GradeReport, edges: set[str]) -> None:
         if ordinary and not failing:
             continue
         shown = [t for t in failing if t.visibility == "visible" or test.visibility != "visible"]
+        waiting[test.name] = shown[0].name if shown else "a hidden test of it" if failing else ""
         why = (f"{shown[0].name} did not pass" if shown else "a hidden test of it did not pass" if failing
                else "none of them ran")
         report.tests[index] = dataclasses.replace(
             test, status="failed",
             message=f"this edge case counts only when the ordinary tests of {test.task or 'its task'} pass: {why}")
+    return waiting

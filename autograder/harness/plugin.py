@@ -37,6 +37,7 @@ _REPORT = pytest.StashKey[GradeReport]()
 _STATE = pytest.StashKey[dict]()
 _SEED = pytest.StashKey[int]()
 _EDGES = pytest.StashKey[set]()
+_WAITING = pytest.StashKey[dict]()
 # Under pytest-xdist the tests run in worker processes: each result also rides on its teardown report under
 # this attribute (pytest serialises a report's attributes), so that the controller's points table has them all.
 _HANDOFF = "llmsys_result"
@@ -268,7 +269,14 @@ def _record(item: pytest.Item, state: dict) -> TestResult | None:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    edges.settle(session.config.stash[_REPORT], session.config.stash.get(_EDGES, set()))
+    config = session.config
+    config.stash[_WAITING] = edges.settle(config.stash[_REPORT], config.stash.get(_EDGES, set()))
+
+
+def waiting_edges(config: pytest.Config) -> dict[str, str]:
+    """The edge tests that passed in pytest but count nothing yet, each with the ordinary test it waits for
+    (autograder.harness.edges.settle); empty before the session's end."""
+    return config.stash.get(_WAITING, {})
 
 
 def report_of(config: pytest.Config) -> GradeReport:

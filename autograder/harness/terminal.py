@@ -25,7 +25,7 @@ import pytest
 
 from autograder.harness import tasks
 from kernels import course
-from autograder.harness.plugin import report_of, tree_of
+from autograder.harness.plugin import report_of, tree_of, waiting_edges
 from autograder.model.results import TestResult
 
 _ON = pytest.StashKey[bool]()
@@ -76,12 +76,12 @@ class Group:
         return f"make test T={self.task}" if "MAKELEVEL" in os.environ else f"python -m pytest --task {self.task}"
 
 
-def groups(config: pytest.Config, statuses: tuple[str, ...]) -> list[Group]:
-    """The tasks with a test of one of `statuses`, in handout order (the assignment's number in the course,
-    kernels/course.py, then the section)."""
+def groups(config: pytest.Config, statuses: tuple[str, ...], names: set[str] | None = None) -> list[Group]:
+    """The tasks with a test of one of `statuses` (and, given `names`, one of those), in handout order (the
+    assignment's number in the course, kernels/course.py, then the section)."""
     found: dict[tuple[str, str], Group] = {}
     for index, test in enumerate(report_of(config).tests):
-        if test.status in statuses:
+        if test.status in statuses and (names is None or test.name in names):
             key = (test.assignment, test.task or stub_name(test) or test.name)
             if key not in found:
                 found[key] = Group(tree_of(config), Path(config.rootpath), test, index)
@@ -101,6 +101,25 @@ def not_implemented_lines(config: pytest.Config) -> list[str]:
         points = sum(t.max_points for t in group.tests)
         lines.append(f"  {group.label}: not implemented yet ({len(group.tests)} test{'s' * (len(group.tests) != 1)}, "
                      f"{points:g} point{'s' * (points != 1)})")
+    return lines
+
+
+def waiting_edge_lines(config: pytest.Config) -> list[str]:
+    """A line per task whose edge tests passed in pytest but count nothing yet (autograder.harness.edges): how
+    many, their points, and the ordinary test they wait for."""
+    waiting = waiting_edges(config)
+    lines, assignment = [], None
+    for group in groups(config, ("failed",), set(waiting)):
+        if group.assignment != assignment:
+            assignment = group.assignment
+            lines.append(assignment)
+        count, points = len(group.tests), sum(t.max_points for t in group.tests)
+        first = waiting[group.tests[0].name]
+        until = (f"once {first.rpartition('::')[2]} passes" if first else
+                 f"once the task's ordinary tests run and pass (none ran here: {group.command()})")
+        verbs = ("passes", "counts") if count == 1 else ("pass", "count")
+        lines.append(f"  {group.label}: {count} edge test{'s' * (count != 1)} {verbs[0]} in pytest and {verbs[1]} "
+                     f"({points:g} point{'s' * (points != 1)}) only {until}")
     return lines
 
 
@@ -181,6 +200,19 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         return (yield)
     finally:
         stats.update(shown)  # pytest's closing line still counts every failure
+
+
+@pytest.hookimpl(specname="pytest_terminal_summary", tryfirst=True)
+def pytest_terminal_summary_edges(terminalreporter, config: pytest.Config) -> None:
+    """Just before the points table (the plugin's own summary, which runs after this one), in every student's
+    run (-v included): the edge tests that pytest passed and the table does not count yet, and why."""
+    tree = tree_of(config)
+    lines = waiting_edge_lines(config) if tree is not None and tree.name != "solutions" else []
+    if lines:
+        terminalreporter.ensure_newline()
+        terminalreporter.section("edge tests waiting for their task")
+        for line in lines:
+            terminalreporter.write_line(line)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

@@ -328,3 +328,18 @@ def test_a_worker_process_hands_every_result_to_the_points_table(project):
     parallel = run(project, "--impl", "assignments", "-n", "1")
     assert points_table(parallel) == points_table(serial), (points_table(serial), points_table(parallel))
     assert "0 / 16" in points_table(parallel)[0] and "(0/5 tests passed)" in points_table(parallel)[0]
+
+
+def test_edge_tests_that_pass_but_wait_for_their_task_say_what_they_wait_for(project):
+    """pytest counts test_add_edge as passed; the points table counts it for nothing while test_add_value fails:
+    the student's run says so, just before the table, in short and in verbose runs."""
+    (project.path / "tests" / "demo" / "test_edges.py").write_text(EDGE_TESTS)
+    (project.path / "submission" / "demo" / "m.py").write_text(SOLUTION.replace("return a + b", "return a - b"))
+    for options in ((), ("-v",)):
+        result = run(project, "--impl", str(project.path / "submission"), "tests/demo/test_edges.py", *options)
+        result.stdout.fnmatch_lines(["*= edge tests waiting for their task =*", "demo",
+                                     "  §1 m.add: 1 edge test passes in pytest and counts (6 points) only once "
+                                     "test_add_value passes", "*= points =*", "demo*0 / 7*(0/2 tests passed)*"],
+                                    consecutive=True)
+    solved = run(project, "--impl", "solutions", "tests/demo/test_edges.py")
+    assert "edge tests waiting" not in solved.stdout.str()
