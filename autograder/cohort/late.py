@@ -255,7 +255,8 @@ def apply(book, policy: LatePolicy, times: Times,
     scores = {row["name"]: {a: (p.score, p.maximum) for a, p in book.parts(row["name"]).items()}
               for row in book.rows() if row["status"] == "graded"}
     entries, warnings = assess(policy, scores, times, extended)
-    book.record_late(entries)
+    spends = any(rule.rule == "late_days" for rule in policy.assignments.values())
+    book.record_late(entries, policy.late_days.budget if spends else None)
     unknown = sorted({s for s, _ in times} - set(scores))
     if unknown:
         warnings.append(f"times given for {', '.join(unknown)}, who have no graded submission")

@@ -72,6 +72,12 @@ CREATE TABLE IF NOT EXISTS late (
     note           TEXT NOT NULL,
     PRIMARY KEY (submission, assignment)
 );
+-- The late days each student may spend, as the late policy last assessed was set ([late_days] budget): one row,
+-- none where no assignment's rule is "late_days".
+CREATE TABLE IF NOT EXISTS late_budget (
+    one     INTEGER PRIMARY KEY CHECK (one = 1),
+    budget  INTEGER NOT NULL
+);
 """
 COLUMNS = ("name", "digest", "status", "score", "max_score", "assignments", "message", "graded_at")
 CURRENT = ("graded", "not_gradable")  # statuses a batch does not grade again while the contents are unchanged
@@ -169,9 +175,10 @@ class Gradebook:
         row = self._db.execute("SELECT report FROM submissions WHERE name = ?", (name,)).fetchone()
         return GradeReport.from_json(row[0]) if row and row[0] else None
 
-    def record_late(self, entries) -> None:
-        """Replace the late policy's rows with `entries` (autograder.cohort.late.Lateness), in one transaction;
-        each changed submission time and penalty goes into the history."""
+    def record_late(self, entries, budget: int | None = None) -> None:
+        """Replace the late policy's rows with `entries` (autograder.cohort.late.Lateness), and the late days'
+        `budget` (None: no assignment spends late days), in one transaction; each changed submission time and
+        penalty goes into the history."""
         rows = [(e.student, e.assignment, e.submitted.isoformat() if e.submitted else None, e.due.isoformat(),
                  e.days_late, e.late_days_used, e.penalty, e.score, e.max_score, e.penalised, clean(e.note))
                 for e in entries]
@@ -180,6 +187,9 @@ class Gradebook:
                                                           "note FROM late")}
             db.execute("DELETE FROM late")
             db.executemany("INSERT INTO late VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            db.execute("DELETE FROM late_budget")
+            if budget is not None:
+                db.execute("INSERT INTO late_budget VALUES (1, ?)", (budget,))
             history.add(db, _late_changes(db, before, rows))
 
     def late(self) -> dict[str, dict[str, dict]]:
@@ -197,7 +207,8 @@ class Gradebook:
         score, its maximum (autograder.report.parts: the one rule), the points of the maximum awaiting hand
         grading and those needing a GPU (not counted); the same for the total. Where a late policy was
         applied, then per assignment the penalised score (the raw one where no policy applies) and the days
-        late, the penalised total (the sum of the penalised scores shown) and the late days spent. Then per
+        late, the penalised total (the sum of the penalised scores shown), the late days spent and, where the
+        policy has a budget of late days, those left. Then per
         assignment the final score (after the course file's override; "excused" where excused), the final total
         and its maximum, excused assignments left out of both. A student of the roster with no submission has a
         row of status "missing", scoring 0. Every number is rounded as the other files show it."""
@@ -212,8 +223,10 @@ class Gradebook:
         by_name = {row["name"]: row for row in rows}
         with open(path, "w", newline="", encoding="utf-8") as handle:
             writer = csv.writer(handle)
+            budget = self._db.execute("SELECT budget FROM late_budget").fetchone()
             extra = [*(f"{a} penalised" for a in assignments), "total penalised",
-                     *(f"{a} days late" for a in assignments), "late days spent"] if late else []
+                     *(f"{a} days late" for a in assignments), "late days spent",
+                     *(["late days left"] if budget else [])] if late else []
             extra += [*(f"{a} final" for a in assignments), "total final", "total final max"]
             header = ["id", "student", "section", "email", "submission", "status", "reason"]
             header += [c for a in assignments for c in _part_columns(a)] + _part_columns("total")
@@ -228,7 +241,7 @@ class Gradebook:
                 cells += _part_cells(sum(mine.values(), Parts(0.0, 0.0, 0.0, 0.0)) if scored else None)
                 writer.writerow([*who, "" if row["status"] == MISSING else safe_cell(name), row["status"],
                                  "" if row["status"] == "graded" else safe_cell(_last_line(row["message"])), *cells,
-                                 *(_penalised(row, mine, assignments, late) if late else []),
+                                 *(_penalised(row, mine, assignments, late, budget and budget[0]) if late else []),
                                  *_final_cells(final.get(name), assignments, excused.get(name, set()))])
 
 
@@ -343,15 +356,16 @@ def _last_line(message: str) -> str:
     return lines[-1] if lines else ""
 
 
-def _penalised(row: dict, parts: dict[str, Parts], assignments: list[str], late: dict) -> list:
+def _penalised(row: dict, parts: dict[str, Parts], assignments: list[str], late: dict, budget: int | None) -> list:
     """Each assignment's penalised score (the raw one where no policy applies), their sum, each one's days late,
-    the late days spent."""
+    the late days spent and, with a `budget`, those left."""
     mine = late.get(row["name"], {})
     if row["status"] not in SCORED:
-        return [""] * (2 * len(assignments) + 2)
+        return [""] * (2 * len(assignments) + 2 + bool(budget))
     scores = [mine[a]["penalised"] if a in mine else rounded(parts[a].score) if a in parts else "" for a in assignments]
     days = [mine[a]["days_late"] if a in mine else "" for a in assignments]
-    return [*scores, rounded(sum(v for v in scores if v != "")), *days, sum(r["late_days_used"] for r in mine.values())]
+    spent = sum(r["late_days_used"] for r in mine.values())
+    return [*scores, rounded(sum(v for v in scores if v != "")), *days, spent, *([budget - spent] if budget else [])]
 
 
 def _blank(value):

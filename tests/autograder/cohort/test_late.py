@@ -337,3 +337,16 @@ def test_the_late_policy_example_of_docs_term_is_valid(tmp_path):
     policy = load_late(tmp_path / "grading.toml", ["flash_attention", "resource_accounting"])
     assert policy.late_days == LateDays(4, "zero")
     assert policy.assignments["resource_accounting"] == AssignmentPolicy(DUE, "capped", timedelta(minutes=15), 0.1, 0.3)
+
+
+def test_grades_csv_shows_the_late_days_spent_and_left(tmp_path):
+    (tmp_path / "grading.toml").write_text(COURSE)
+    for name in ("alice", "bob"):
+        (tmp_path / "c" / name).mkdir(parents=True)
+        (tmp_path / "c" / name / "answers.txt").write_text("resource_accounting q0 ok\nflash_attention q0 ok\n")
+    times = {("alice", "resource_accounting"): DUE + timedelta(minutes=15, days=1, hours=1),  # 2 days late
+             ("bob", ANY): DUE - timedelta(days=1)}
+    run_batch(tmp_path / "c", tmp_path / "out", grade_fn=toy_grade, console=quiet(),
+              late=(load_late(tmp_path / "grading.toml"), times))
+    rows = {r["submission"]: r for r in csv.DictReader((tmp_path / "out" / "grades.csv").open())}
+    assert [(rows[n]["late days spent"], rows[n]["late days left"]) for n in ("alice", "bob")] == [("2", "0"), ("0", "2")]
