@@ -186,6 +186,10 @@ def build_parser() -> argparse.ArgumentParser:
     similar.add_argument("--public", type=Path, metavar="KNOWN_DIR",
                          help="known public solutions to compare each submission with: a package layout, or a "
                          "folder of them")
+    similar.add_argument("--reference", type=Path, default=Path(__file__).resolve().parents[1] / "solutions",
+                         metavar="DIR", help="the course's reference solution, compared with each submission: a "
+                         "pair with it says \"the reference solution\" (default: this repository's solutions/)")
+    similar.add_argument("--no-reference", action="store_true", help="do not compare with the reference solution")
     similar.set_defaults(command=similarity_command, parser=similar)
     report = verbs.add_parser("report", help="write every file again from a gradebook: each submission's reports, "
                               "grades.csv, the grading sheets, the LMS exports and the cohort report, "
@@ -482,17 +486,21 @@ def manual_command(args: argparse.Namespace) -> int:
 
 def similarity_command(args: argparse.Namespace) -> int:
     from autograder.report.text import clean
-    from autograder.cohort.similarity import MIN_TOKENS, THRESHOLD, SimilarityError, compare, write
+    from autograder.cohort.similarity import MIN_TOKENS, REFERENCE, THRESHOLD, SimilarityError, compare, write
 
     try:
         result = compare(args.directory, public=args.public, threshold=args.threshold or THRESHOLD,
-                         min_tokens=args.min_tokens or MIN_TOKENS)
+                         min_tokens=args.min_tokens or MIN_TOKENS, reference=None if args.no_reference else args.reference)
     except SimilarityError as exc:
         args.parser.error(str(exc))
     table, page = write(result, args.out)
     console = Console()
     for name, why in result.skipped.items():
         console.print(Text(clean(f"{name}: not compared ({why})"), style="yellow"))
+    copies = sorted({p.first for p in result.pairs if p.second == REFERENCE})
+    if copies:
+        console.print(Text(clean(f"{len(copies)} submission(s) match the reference solution: {', '.join(copies)}"),
+                           style="yellow"), soft_wrap=True)
     console.print(Text(f"{len(result.submissions)} submissions, {len(result.pairs)} pair(s) of submissions above "
                        f"{result.threshold:g}: {table}, {page}"))
     if (args.out / "gradebook.sqlite").exists():  # the cohort report links the similarity page: rewrite it

@@ -17,7 +17,9 @@ copydetect tokenises the code with Pygments and replaces names by one letter, so
 reordered functions still match; its fingerprints of the student stubs (assignments/<assignment>/, the
 given code included) are boilerplate and are removed first, so a shared skeleton never counts as a
 match. With `--public`, each submission is also compared with a folder of known public solutions (one
-package layout, or a folder of them like DIR).
+package layout, or a folder of them like DIR). The command compares each submission with the course's own
+reference solution too (solutions/, or `--reference DIR`; `--no-reference` leaves it out): a pair with it is
+named REFERENCE, so a copy of the reference says so.
 
 A pair of submissions is listed for an assignment when some file of either one has at least
 `threshold` of its tokens in the other's code, a match of at least `min_tokens` filtered tokens (two
@@ -62,6 +64,7 @@ GUARANTEE = 30  # copydetect's guarantee threshold: matches this long are always
 MIN_TOKENS = 100  # filtered characters a listed match must cover at least
 CONTEXT_LINES = 10  # lines shown around each highlighted region
 PUBLIC = "known: "  # prefix of the known public solutions' names
+REFERENCE = "the reference solution"  # the name of the course's reference in a pair (compare's `reference`)
 HASH_SEED = "0"  # PYTHONHASHSEED of the process that fingerprints (see compare)
 CHILD = "from autograder.cohort.similarity import serve; serve()"
 
@@ -105,9 +108,9 @@ class Comparison:
 
 
 def compare(directory: Path, public: Path | None = None, threshold: float = THRESHOLD,
-            min_tokens: int = MIN_TOKENS, stubs: Path = STUBS) -> Comparison:
-    """Compare every pair of submissions in `directory` (and each with `public`), each file of one with the
-    other's whole code, per assignment.
+            min_tokens: int = MIN_TOKENS, stubs: Path = STUBS, reference: Path | None = None) -> Comparison:
+    """Compare every pair of submissions in `directory` (and each with `public`, and with the package layout
+    `reference`, named REFERENCE), each file of one with the other's whole code, per assignment.
 
     copydetect fingerprints a k-gram with Python's built-in hash() (copydetect.utils.hashed_kgrams), which
     is salted per process (PYTHONHASHSEED): winnowing then keeps other fingerprints, and the same cohort
@@ -120,7 +123,8 @@ def compare(directory: Path, public: Path | None = None, threshold: float = THRE
     if not 0 < threshold <= 1:
         raise SimilarityError(f"the threshold is a share of matching tokens, in (0, 1]; got {threshold}")
     request = {"directory": Path(directory), "public": None if public is None else Path(public),
-               "threshold": threshold, "min_tokens": min_tokens, "stubs": Path(stubs)}
+               "threshold": threshold, "min_tokens": min_tokens, "stubs": Path(stubs),
+               "reference": None if reference is None else Path(reference)}
     path = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
     with tempfile.TemporaryDirectory(prefix="similarity-child-") as folder:
         asked, answer = Path(folder) / "request.pickle", Path(folder) / "answer.pickle"
@@ -148,11 +152,18 @@ def serve() -> None:
     answer.write_bytes(pickle.dumps(outcome))
 
 
-def _compare(directory: Path, public: Path | None, threshold: float, min_tokens: int, stubs: Path) -> Comparison:
+def _compare(directory: Path, public: Path | None, threshold: float, min_tokens: int, stubs: Path,
+             reference: Path | None = None) -> Comparison:
     packages = sorted(p.parent.name for p in stubs.glob("*/__init__.py"))
     with tempfile.TemporaryDirectory(prefix="similarity-") as stage:
         sources, skipped = _read_cohort(directory, packages, Path(stage))
         known = _read_public(public, packages, Path(stage)) if public is not None else {}
+        if reference is not None:
+            code, why = _read_submission(reference, packages, Path(stage) / "reference")
+            if not code:
+                raise SimilarityError(f"{reference} (the reference solution): nothing to compare: {why}; give the "
+                                      "package layout with --reference, or --no-reference")
+            known[REFERENCE] = code
     if not sources:
         why = "; ".join(f"{name}: {reason}" for name, reason in sorted(skipped.items()))
         raise SimilarityError(f"{directory} holds no submission to compare (one folder or .zip per submission)"

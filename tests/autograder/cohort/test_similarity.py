@@ -17,7 +17,7 @@ import pytest
 
 from autograder.cohort import sample as cohort
 from autograder.cli import main
-from autograder.cohort.similarity import PUBLIC, SimilarityError, compare, write
+from autograder.cohort.similarity import PUBLIC, REFERENCE, SimilarityError, compare, write
 
 ROOT = Path(__file__).resolve().parents[3]
 ALTERNATIVES = Path(__file__).resolve().parents[1] / "alternatives"
@@ -316,14 +316,21 @@ def test_bad_input_is_refused_with_what_to_do(tmp_path, capsys):
         compare(ROOT / "tests" / "autograder" / "cheats", public=tmp_path / "missing")
 
 
-def test_the_command_writes_both_results(tmp_path, capsys):
+def test_the_command_writes_both_results_and_says_which_submissions_match_the_reference(tmp_path, capsys):
+    """Two copies of the reference: each is listed with the other and, by name, with the reference solution
+    (before: only as a pair of two students at 100%, which a reader could not tell from two students copying)."""
     cohort_dir = tmp_path / "cohort"
     reference(cohort_dir / "alice", ["memory.py"])
     reference(cohort_dir / "bob", ["memory.py"])
     assert main(["similarity", str(cohort_dir), "--out", str(tmp_path / "out")]) == 0
-    assert "1 pair(s)" in capsys.readouterr().out
-    assert (tmp_path / "out" / "similarity.csv").read_text().count("\n") == 2
+    said = " ".join(capsys.readouterr().out.split())
+    assert "2 submission(s) match the reference solution: alice, bob" in said and "3 pair(s)" in said
+    rows = list(csv.DictReader((tmp_path / "out" / "similarity.csv").open()))
+    assert sorted((r["first"], r["second"]) for r in rows) == [
+        ("alice", "bob"), ("alice", REFERENCE), ("bob", REFERENCE)]
     assert (tmp_path / "out" / "report" / "similarity.html").is_file()
+    assert main(["similarity", str(cohort_dir), "--out", str(tmp_path / "out2"), "--no-reference"]) == 0
+    assert "1 pair(s)" in capsys.readouterr().out
 
 
 def test_two_runs_under_different_hash_seeds_write_the_same_bytes(tmp_path):
@@ -340,7 +347,8 @@ def test_two_runs_under_different_hash_seeds_write_the_same_bytes(tmp_path):
     for seed in ("1", "2", "random"):
         out = tmp_path / f"out-{seed}"
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONHASHSEED": seed}
-        subprocess.run([sys.executable, "-m", "autograder", "similarity", str(cohort_dir), "--out", str(out)],
+        subprocess.run([sys.executable, "-m", "autograder", "similarity", str(cohort_dir), "--out", str(out),
+                        "--no-reference"],
                        cwd=ROOT, env=env, check=True, capture_output=True)
         written.append([(out / rel).read_bytes() for rel in ("similarity.csv", "report/similarity.html")])
     assert written[0] == written[1] == written[2]
