@@ -205,7 +205,7 @@ def test_batch_prints_the_gradebook_and_exits_0(tmp_path, capsys, fake_grade):
     make_cohort(tmp_path / "c", {"alice": 2, "bob_zip": 1})
     assert main(["batch", str(tmp_path / "c"), "--out", str(tmp_path / "o"), "--workers", "2"]) == 0
     out = capsys.readouterr().out
-    assert "gradebook" in out and "alice" in out and "bob_zip" in out and "2/3" in out
+    assert "gradebook" in out and "alice" in out and "bob_zip" in out and "2 / 3" in out
     assert (tmp_path / "o" / "grades.csv").exists()
 
 
