@@ -568,17 +568,14 @@ def export_command(args: argparse.Namespace) -> int:
 
 def history_command(args: argparse.Namespace) -> int:
     """Every change to one student's grades (autograder.report.history), oldest first."""
-    from autograder.report.gradebook import changes_of, open_read_only
+    from autograder.report.gradebook import Gradebook, changes_of
     from autograder.report.text import clean
 
-    try:
-        db = open_read_only(args.out / "gradebook.sqlite")
-    except FileNotFoundError as exc:
-        args.parser.error(str(exc))
-    try:
-        found, rows = changes_of(db, args.student)
-    finally:
-        db.close()
+    if not (args.out / "gradebook.sqlite").is_file():
+        args.parser.error(f"no gradebook at {args.out / 'gradebook.sqlite'}: grade the cohort first with "
+                          f"`python -m autograder batch SUBMISSIONS --out {args.out}`")
+    with Gradebook(args.out / "gradebook.sqlite") as book:  # an older gradebook gets its history table here
+        found, rows = changes_of(book._db, args.student)
     if not found:
         args.parser.error(f"no student or submission {args.student!r} in {args.out / 'gradebook.sqlite'}: give a "
                           "roster id, a submission's name, an email, a login or a name")

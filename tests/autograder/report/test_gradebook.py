@@ -349,3 +349,26 @@ def test_a_submission_whose_files_cannot_be_written_keeps_its_grade_and_costs_no
     (out / "submissions" / "bob").unlink()
     publish(out)
     assert "1" in (out / "submissions" / "bob" / "feedback.md").read_text()
+
+
+def test_an_older_gradebooks_audit_becomes_the_start_of_its_history(tmp_path):
+    """A gradebook made before the history kept the course file's changes in `audit`: opened now, they are the
+    first rows of the history (who made them was not recorded then), and `audit` stays as it was."""
+    from autograder.report.gradebook import ROSTER_SCHEMA, audit
+
+    path = tmp_path / "gradebook.sqlite"
+    with sqlite3.connect(path) as db:
+        db.executescript(ROSTER_SCHEMA + """CREATE TABLE audit (at TEXT NOT NULL, command TEXT NOT NULL,
+            student TEXT NOT NULL, assignment TEXT NOT NULL, change TEXT NOT NULL, before TEXT NOT NULL,
+            after TEXT NOT NULL, reason TEXT NOT NULL);""")
+        db.execute("INSERT INTO audit VALUES ('2027-01-01T00:00:00+00:00', 'export', 's1', 'alpha', 'override', "
+                   "'2', '5', 'regraded')")
+    with Gradebook(path) as book:
+        book.record("alice", "d", report_of(1))
+        (row,) = audit(book)
+        assert (row["by"], row["command"], row["student"], row["change"], row["after"]) == \
+            ("", "export", "s1", "override", "5")
+    with Gradebook(path) as book:  # opened again: copied once
+        assert len(audit(book)) == 1
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT COUNT(*) FROM audit").fetchone() == (1,)
