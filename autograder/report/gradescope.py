@@ -81,7 +81,7 @@ def maximum_note(report: GradeReport) -> list[str]:
     parts = parts_of(report.tests)
     hand = sum(t.max_points for t in report.tests if by_hand(t))
     waiting = [t for t in report.tests if t.status == "not_graded"]
-    lines = [f"maximum {parts.maximum:g} points: {parts.maximum - hand:g} graded by this autograder"
+    lines = [f"maximum {parts.maximum:g} points: {parts.maximum - hand:g} in the tests listed here"
              + (f", {hand:g} for written answers graded by hand (listed as 0 / 0; on Gradescope, a manually "
                 f"graded question worth {hand:g})" if hand else "")]
     if waiting:

@@ -23,8 +23,8 @@ the maximum, beside the parts of it (autograder.report.parts), as in every other
 sideways inside the page when it is wider than the window.
 
 Everything comes from the gradebook's rows as stored, read through one read-only connection: a status
-this module does not know (a newer grader's) is shown as itself, and every total is read through
-`totals()`. Names and messages come from students, so Jinja2 escapes everything it writes, and the
+this module does not know (a newer grader's) is shown as itself; a score is read from the test rows
+(Submission.parts) and a final score through finals_of. Names and messages come from students, so Jinja2 escapes everything it writes, and the
 feedback's Markdown is rendered with raw HTML turned off.
 """
 
@@ -39,7 +39,6 @@ from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import NamedTuple
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markdown_it import MarkdownIt
@@ -79,18 +78,6 @@ TIMED_OUT = re.compile(r"\btimed out after\b")
 HELP_ROWS = 10  # submissions in each list of the "needs help" view
 MESSAGE_GROUPS = 3  # most common failure messages shown per test
 MESSAGE_WIDTH = 200  # characters of a message's first line kept for grouping
-
-
-class Totals(NamedTuple):
-    score: float | None
-    max_score: float | None
-    assignments: dict  # assignment -> (score, max_score)
-
-
-def totals(row: dict) -> Totals:
-    """A submission's total and per-assignment scores: the one place the report reads them."""
-    groups = row["assignments"] if isinstance(row["assignments"], dict) else json.loads(row["assignments"])
-    return Totals(row["score"], row["max_score"], {a: tuple(pair) for a, pair in groups.items()})
 
 
 def label(status: str) -> str:
@@ -148,7 +135,6 @@ class Submission:
     status: str
     message: str
     graded_at: str
-    totals: Totals
     page: str
     tests: list[dict] = field(default_factory=list)
     log: list[str] = field(default_factory=list)
@@ -247,7 +233,7 @@ def load(out: Path) -> list[Submission]:
         _add_details(mine, stored.get("tests", []))
         submissions.append(Submission(
             name=row["name"], status=row["status"], message=row["message"], graded_at=row["graded_at"],
-            totals=totals(row), page=page_name(index, row["name"]), tests=mine, log=stored.get("log", []),
+            page=page_name(index, row["name"]), tests=mine, log=stored.get("log", []),
             feedback=_feedback(out, row["name"], row.get("report")) if row["status"] != "error" else "",
             section=sections.get(row["name"], ""), late=lateness.get(row["name"], {}),
             final=final.get(row["name"], {})))

@@ -41,7 +41,7 @@ from autograder.cohort.course import load_late
 from autograder.cohort.late import ANY
 from autograder.model.results import GradeReport
 from autograder.report.text import points
-from tests.autograder.cohort.test_term import FA, MODEL, PACIFIC, QUESTIONS, RA, term_grade
+from tests.autograder.cohort.test_term import FA, MODEL, QUESTIONS, RA, term_grade
 from tests.autograder.report.test_gradebook import quiet
 
 NAMES = ("ann", "ben", "cat", "dan")

@@ -6,7 +6,6 @@ cannot say "no score", so such a report has no results.json: Gradescope marks th
 from __future__ import annotations
 
 import csv
-import json
 import sqlite3
 import zipfile
 from pathlib import Path

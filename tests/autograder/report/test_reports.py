@@ -81,7 +81,7 @@ def test_results_json_follows_gradescopes_schema():
     assert results["extra_data"]["points"] == {"score": 3, "maximum": 18, "graded": 18, "by_hand": 0, "gpu": 5}
     assert results["output"].splitlines() == [
         "Score: 3 / 18 points; 5 more need a GPU, not graded here (not counted)",
-        "maximum 18 points: 18 graded by this autograder",
+        "maximum 18 points: 18 in the tests listed here",
         "not counted: 1 test worth 5 points needs a GPU, not graded here (listed as 0 / 0)",
         *sample_report().log]
     assert sum(t["max_score"] for t in results["tests"]) == 18

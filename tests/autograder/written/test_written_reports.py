@@ -57,7 +57,7 @@ def test_results_json_leaves_the_prose_to_gradescopes_manual_grading():
     assert (entry["name"], entry["score"], entry["max_score"], "status" in entry) == \
         ("written/Q6.1 (graded by hand)", 0, 0, False)
     assert "worth 1 points, graded by hand" in entry["output"]
-    assert "maximum 6.5 points: 5.5 graded by this autograder, 1 for written answers graded by hand" in data["output"]
+    assert "maximum 6.5 points: 5.5 in the tests listed here, 1 for written answers graded by hand" in data["output"]
     assert data["score"] == 4.5
 
 
