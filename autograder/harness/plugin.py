@@ -15,14 +15,12 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import inspect
 import random
-import re
 from pathlib import Path
 
 import pytest
 
-from autograder.harness import edges, hooks
+from autograder.harness import edges, failures, hints, hooks
 from kernels import impl
 from autograder.harness.student import GraderOverloaded, LocalStudent, Student, unwrap_stub
 from autograder.model.results import GradeReport, TestResult, summary_lines
@@ -182,13 +180,18 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         reason = reason.removeprefix("Skipped: ")
         state.update(status="not_graded" if reason == NOT_GRADED else "skipped", message=reason)
     elif report.failed and state["status"] in (None, "passed"):
-        not_impl = call.excinfo is not None and isinstance(unwrap_stub(call.excinfo.value), NotImplementedError)
+        stub = unwrap_stub(call.excinfo.value) if call.excinfo is not None else None
+        # A stub's own error (autograder.authoring.stubs words it so; nbgrader's stub cells give none), not any
+        # NotImplementedError: torch raises one for a meta tensor's data, and a student's code may raise one for
+        # a case it leaves out.
+        not_impl = isinstance(stub, NotImplementedError) and (not str(stub) or "is not implemented yet" in str(stub))
         status = "not_implemented" if not_impl else ("failed" if report.when == "call" else "error")
         message = call.excinfo.exconly() if call.excinfo is not None else report.longreprtext
         if call.excinfo is not None and call.excinfo.errisinstance(GraderOverloaded):
             status = "error"  # the machine's, not the student's: the submission is graded again
             item.config.stash[_REPORT].overloaded.append(item.nodeid)
-        state.update(status=status, message=message)
+        kind = failures.kind(call.excinfo, item.config.stash.get(_TREE, None))
+        state.update(status=status, message=message, kind=kind)
     elif report.passed and report.when == "call" and state["status"] is None:
         state["status"] = "passed"
     if report.when == "teardown":
@@ -214,36 +217,6 @@ class _Handoff:
             self.config.stash.setdefault(_EDGES, set()).add(handed["result"]["name"])
 
 
-# A field of a test's docstring: a line that starts with one capitalised word and a colon ("Hint: ...").
-FIELD = re.compile(r"^([A-Z][a-z]+):\s+(.*)$")
-
-
-def checks_and_hint(doc: str | None) -> tuple[str, str]:
-    """What a test checks and its hint, each on one line, from its docstring.
-
-    The check is the first paragraph (up to a blank line or a `Hint:` line). The hint starts at the line
-    `Hint: ...` and runs on over the lines after it until a blank line or another field, so a hint
-    written over several lines reaches the student whole.
-    """
-    lines = [line.strip() for line in inspect.cleandoc(doc or "").splitlines()]
-    checks = []
-    for line in lines:
-        if not line or line.startswith("Hint:"):
-            break
-        checks.append(line)
-    hint, inside = [], False
-    for line in lines:
-        field = FIELD.match(line)
-        if field:
-            inside = field.group(1) == "Hint"
-            hint += [field.group(2)] if inside else []
-        elif not line:
-            inside = False
-        elif inside:
-            hint.append(line)
-    return " ".join(" ".join(checks).split()), " ".join(" ".join(hint).split())
-
-
 def _record(item: pytest.Item, state: dict) -> TestResult | None:
     points = points_of(item)
     if points is None:
@@ -252,12 +225,14 @@ def _record(item: pytest.Item, state: dict) -> TestResult | None:
         item.config.stash.setdefault(_EDGES, set()).add(item.nodeid)
     visibility = item.get_closest_marker("visibility")
     task = item.get_closest_marker("task")
-    checks, hint = checks_and_hint(getattr(item, "obj", None).__doc__ if hasattr(item, "obj") else "")
+    checks, written = hints.parse(getattr(item, "obj", None).__doc__ if hasattr(item, "obj") else "")
+    status = state["status"] or "error"
+    hint = hints.shown(written, state.get("kind", ""), state["message"]) if status in ("failed", "error") else ""
     result = TestResult(
         name=item.nodeid,
         assignment=assignment_of(item),
         max_points=points,
-        status=state["status"] or "error",
+        status=status,
         message=state["message"],
         visibility=visibility.args[0] if visibility else "visible",
         task=task.args[0] if task else "",

@@ -63,8 +63,8 @@ def section_of(text: str) -> tuple[int, str] | None:
     return (int(found.group(1)), found.group(2).strip()) if found else None
 
 
-def locate(tree: Path, root: Path, assignment: str, task: str) -> Place | None:
-    """Where `task` (module.qualname) of `assignment` is defined in `tree`, or None when it is not there."""
+def _definition(tree: Path, assignment: str, task: str) -> tuple[Path, ast.AST] | None:
+    """The file and the AST node that define `task` (module.qualname) of `assignment` in `tree`, or None."""
     module, _, qualname = task.partition(".")
     path = tree / assignment / f"{module}.py"
     try:
@@ -78,6 +78,31 @@ def locate(tree: Path, root: Path, assignment: str, task: str) -> Place | None:
         if node is None:
             return None
         body = node.body
+    return path, node
+
+
+def calls(tree: Path, assignment: str, task: str) -> tuple[list[str], list[str]]:
+    """The plain names `task` calls, `name(...)`, and the kernels it launches, `name[grid](...)`, in the order
+    they appear in its source (a class: in all its methods); ([], []) when it is not there."""
+    found = _definition(tree, assignment, task)
+    if found is None:
+        return [], []
+    called, launched = [], []
+    for node in ast.walk(found[1]):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            called.append((node.lineno, node.col_offset, node.func.id))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript) \
+                and isinstance(node.func.value, ast.Name):
+            launched.append((node.lineno, node.col_offset, node.func.value.id))
+    return [name for *_, name in sorted(called)], [name for *_, name in sorted(launched)]
+
+
+def locate(tree: Path, root: Path, assignment: str, task: str) -> Place | None:
+    """Where `task` (module.qualname) of `assignment` is defined in `tree`, or None when it is not there."""
+    found = _definition(tree, assignment, task)
+    if found is None:
+        return None
+    path, node = found
     docs = [ast.get_docstring(node) or ""]
     if isinstance(node, ast.ClassDef):
         methods = [n for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]

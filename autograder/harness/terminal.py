@@ -24,12 +24,14 @@ from pathlib import Path
 import pytest
 
 from autograder.harness import tasks
+from autograder.harness.failures import compared_tensors, distinct, pattern
 from kernels import course
 from autograder.harness.plugin import report_of, tree_of, waiting_edges
 from autograder.model.results import TestResult
 
 _ON = pytest.StashKey[bool]()
 _TENSORS = pytest.StashKey[dict]()  # test id -> the summary of the tensors its assert_close compared
+_RAISED = pytest.StashKey[dict]()  # test id -> (path, line, function) of the student's frame that raised
 NOT_PASSING = ("failed", "error", "not_implemented")
 
 
@@ -40,6 +42,7 @@ def pytest_configure(config: pytest.Config) -> None:
     on = student and config.option.tbstyle == "auto" and config.option.verbose <= 0
     config.stash[_ON] = on
     config.stash[_TENSORS] = {}
+    config.stash[_RAISED] = {}
     if on:
         config.option.tbstyle = "short"
 
@@ -130,11 +133,57 @@ def note(config: pytest.Config, test: TestResult) -> str:
         lines.append(f"Hint: {test.hint}")
     if test.name in config.stash[_TENSORS]:
         lines.append(config.stash[_TENSORS][test.name])
-    place = tasks.locate(tree_of(config), Path(config.rootpath), test.assignment, test.task) if test.task else None
-    if place is not None:
-        section = f" (handout §{place.section} {place.title})" if place.section is not None else ""
-        lines.append(f"your code: {place.path}:{place.line} {test.task}{section}")
+    where = your_code(config, test)
+    if where:
+        lines.append(f"your code: {where}")
     return "\n".join(lines)
+
+
+def _place(config: pytest.Config, assignment: str, name: str, why: str = "", line: int | None = None) -> str:
+    """`path:line name, why (handout §N Title)` of the function `name` (module.qualname), or ""."""
+    place = tasks.locate(tree_of(config), Path(config.rootpath), assignment, name)
+    if place is None:
+        return ""
+    section = f" (handout §{place.section} {place.title})" if place.section is not None else ""
+    return f"{place.path}:{line or place.line} {name}{f', {why}' if why else ''}{section}"
+
+
+def your_code(config: pytest.Config, test: TestResult) -> str:
+    """The function a failure is in: where the student's code raised (its deepest frame); else a function of the
+    task's module that the task calls and whose own tests fail in this run (training_days on a wrong
+    training_flops); else the kernel the task launches, where a Triton task computes; else the task itself."""
+    raised = config.stash[_RAISED].get(test.name)
+    if raised is not None:
+        path, line, qualname = raised
+        return (_place(config, test.assignment, f"{Path(path).stem}.{qualname}", "where it raised", line)
+                or f"{path}:{line} {qualname}, where it raised")
+    if not test.task:
+        return ""
+    module, _, name = test.task.partition(".")
+    called, launched = tasks.calls(tree_of(config), test.assignment, test.task)
+    failing = {t.task for t in report_of(config).tests if t.status in ("failed", "error")
+               and t.assignment == test.assignment}
+    for callee in called:
+        if f"{module}.{callee}" in failing and callee != name:
+            return _place(config, test.assignment, f"{module}.{callee}",
+                          f"which {name} calls: its own tests fail, fix it first")
+    for kernel in launched:
+        found = _place(config, test.assignment, f"{module}.{kernel}", f"the kernel {name} launches" +
+                       _helpers(config, test.assignment, f"{module}.{kernel}"))
+        if found:
+            return found
+    return _place(config, test.assignment, test.task, _helpers(config, test.assignment, test.task).lstrip(", "))
+
+
+def _helpers(config: pytest.Config, assignment: str, function: str) -> str:
+    """", which calls _forward_query_tile (line 46)": the functions of its module that `function` calls and that
+    the student writes too (a stub's docstring names its handout section); "" when there are none."""
+    module = function.partition(".")[0]
+    called, _ = tasks.calls(tree_of(config), assignment, function)
+    places = {name: tasks.locate(tree_of(config), Path(config.rootpath), assignment, f"{module}.{name}")
+              for name in dict.fromkeys(called) if f"{module}.{name}" != function}
+    written = [f"{name} (line {place.line})" for name, place in places.items() if place and place.section is not None]
+    return f", which calls {', '.join(written)}" if written else ""
 
 
 @pytest.hookimpl(wrapper=True)
@@ -142,11 +191,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     excinfo = call.excinfo
     on = item.config.stash.get(_ON, False) and excinfo is not None
     if on:
-        compared = compared_tensors(excinfo)
+        compared = compared_tensors(excinfo, helpers=False)  # the tests' own helpers say as much already
         if compared is not None:
             item.config.stash[_TENSORS][item.nodeid] = summarise(*compared)
         elif excinfo.errisinstance(AssertionError) and "tensor(" in str(excinfo.value):
             excinfo.value.args = (elide_tensors(str(excinfo.value)),)
+        raised = deepest_in(excinfo, tree_of(item.config), Path(item.config.rootpath))
+        if raised is not None:
+            item.config.stash[_RAISED][item.nodeid] = raised
     report = yield
     if on and report.failed and ends_in_libraries(excinfo, tree_of(item.config)):
         keep = lambda info: to_student_code(info, Path(item.config.rootpath), tree_of(item.config))  # noqa: E731
@@ -156,6 +208,18 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 
 def _inside(entry, folder: Path) -> bool:
     return Path(str(entry.path)).is_relative_to(folder)
+
+
+def deepest_in(excinfo: pytest.ExceptionInfo, tree: Path, root: Path) -> tuple[str, int, str] | None:
+    """(path shown from the run's root, line, qualified name) of the deepest frame of the traceback in `tree`."""
+    inside = [entry for entry in excinfo.traceback if _inside(entry, tree)]
+    if not inside:
+        return None
+    entry = inside[-1]
+    path = Path(str(entry.path))
+    shown = path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
+    code = entry.frame.code.raw
+    return shown, entry.lineno + 1, getattr(code, "co_qualname", code.co_name)
 
 
 def ends_in_libraries(excinfo: pytest.ExceptionInfo, tree: Path) -> bool:
@@ -230,11 +294,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int):
 
 # Tensors in assertions: summarised, never printed whole.
 
-# torch.testing.assert_close's defaults (rtol, atol) by dtype, from its documentation, for a call without them.
-DEFAULT_TOLERANCES = {"torch.float16": (1e-3, 1e-5), "torch.bfloat16": (1.6e-2, 1e-5),
-                      "torch.float32": (1.3e-6, 1e-5), "torch.float64": (1e-7, 1e-7),
-                      "torch.complex64": (1.3e-6, 1e-5), "torch.complex128": (1e-7, 1e-7)}
-
 
 def summarise(actual, expected, tolerance: tuple[float, float] | None = None) -> str:
     """One line about two tensors: shapes and dtypes, how many elements differ by more than `tolerance`
@@ -255,8 +314,9 @@ def summarise(actual, expected, tolerance: tuple[float, float] | None = None) ->
         return f"{head}; all {got.numel()} elements within tolerance ({allowed})"
     worst = int(torch.where(off, excess, -1.0).flatten().argmax())
     index = tuple(int(i) for i in torch.unravel_index(torch.tensor(worst), want.shape))
+    shown = distinct(got.flatten()[worst].item(), want.flatten()[worst].item())
     return (f"{head}; {int(off.sum())} of {got.numel()} elements differ (tolerance: {allowed}); worst at "
-            f"index {index}: got {got.flatten()[worst].item():.6g}, expected {want.flatten()[worst].item():.6g}")
+            f"index {index}: got {shown[0]}, expected {shown[1]}{pattern(got, want, tolerance or (0.0, 0.0))}")
 
 
 def elide_tensors(text: str, keep: int = 40) -> str:
@@ -276,23 +336,6 @@ def elide_tensors(text: str, keep: int = 40) -> str:
         out.append(text[start:begin] + f"tensor({body})")
         start = end + 1
     return "".join(out) + text[start:]
-
-
-def compared_tensors(excinfo: pytest.ExceptionInfo) -> tuple | None:
-    """(actual, expected, (rtol, atol)) from torch.testing.assert_close's frame when it raised on two tensors."""
-    torch = sys.modules.get("torch")
-    if torch is None or not excinfo.errisinstance(AssertionError):
-        return None
-    for entry in excinfo.traceback:
-        if entry.frame.code.name == "assert_close" and "torch" in str(entry.path):
-            found = entry.frame.f_locals
-            actual, expected = found.get("actual"), found.get("expected")
-            if isinstance(actual, torch.Tensor) and isinstance(expected, torch.Tensor):
-                rtol, atol = found.get("rtol"), found.get("atol")
-                if rtol is None or atol is None:
-                    rtol, atol = DEFAULT_TOLERANCES.get(str(expected.dtype), (0.0, 0.0))
-                return actual, expected, (float(rtol), float(atol))
-    return None
 
 
 def pytest_assertrepr_compare(config: pytest.Config, op: str, left, right) -> list[str] | None:

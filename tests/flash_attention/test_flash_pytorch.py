@@ -26,7 +26,10 @@ def test_forward_output_matches_float64(student, trusted, lead, n_queries, n_key
                                         k_tile):
     """flash_forward_pytorch's o (float32, shape of q) matches float64 attention within 1e-4.
 
-    Hint: after every key tile, rescale l and the accumulator by exp(m_old - m_new) before adding.
+    Hint (values, close): after every key tile, rescale l and the accumulator by exp(m_old - m_new) before
+    adding.
+    Hint (nan): a row of NaN saw no key at all (its l stayed 0, and 0 / 0 is NaN): check the key loop's
+    bounds; causal, a query tile's loop runs up to and through the key tile that holds its diagonal.
     """
     x = trusted.inputs(3, lead, n_queries, n_keys, head_dim)
     expected, _ = trusted.attention64(x["q"], x["k"], x["v"], is_causal)
@@ -41,7 +44,10 @@ def test_forward_lse_matches_float64(student, trusted, lead, n_queries, n_keys, 
                                      k_tile):
     """flash_forward_pytorch's lse (float32, shape (..., n_queries)) is the natural-log logsumexp of each row.
 
-    Hint: lse = m + log(l) with the final running max m and denominator l; natural log, scaled scores.
+    Hint (values, close): lse = m + log(l) with the final running max m and denominator l, of the scaled
+    scores S / sqrt(d).
+    Hint (scale): lse is in natural-log units: log, not log2 (a log2 lse is lse · 1.4427).
+    Hint (nan): a row of NaN or infinity saw no key at all: check the key loop's bounds.
     """
     x = trusted.inputs(4, lead, n_queries, n_keys, head_dim)
     _, expected = trusted.attention64(x["q"], x["k"], x["v"], is_causal)
@@ -67,7 +73,9 @@ def test_backward_matches_float64_autograd(student, trusted, lead, n_queries, n_
                                            k_tile):
     """flash_backward_pytorch's (dq, dk, dv), given float64-exact o and lse, match autograd in float64.
 
-    Hint: D = rowsum(o * do); P = exp(S - lse); dS = P * (dP - D); dQ and dK carry the 1/sqrt(d) scale.
+    Hint (values, close, nan): D = rowsum(o * do); P = exp(S - lse) with S scaled; dS = P * (dP - D).
+    Hint (scale): dQ and dK carry the 1/sqrt(d) scale, once each: a constant factor off is that scale missing
+    or applied twice.
     """
     x = trusted.inputs(6, lead, n_queries, n_keys, head_dim)
     o, lse = trusted.attention64(x["q"], x["k"], x["v"], is_causal)
@@ -129,7 +137,8 @@ def test_forward_never_materialises_the_score_matrix(student, trusted, is_causal
     creates a tensor of N·N/4 elements or more, and holds at most 1 MiB alive at once (the naive scores
     alone are 4 MiB).
 
-    Hint: loop over query tiles and key tiles; the largest intermediate is one (q_tile, k_tile) tile.
+    Hint ("the forward created", "the forward held"): loop over query tiles and key tiles; the largest
+    intermediate is one (q_tile, k_tile) tile.
     """
     n = 1024
     got = student.run(scenarios.pytorch_forward_memory, seed=10, n=n, head_dim=16, tile=64, is_causal=is_causal)
@@ -151,7 +160,7 @@ def test_causal_forward_skips_tiles_above_the_diagonal(student):
     """Causal, with 16 x 16 tiles at N = 128, the forward runs at most 60% of the non-causal matmul FLOPs
     (the tiles on and below the diagonal are 36 of 64): tiles above the diagonal are skipped, not masked.
 
-    Hint: for a query tile ending at row q_end, stop the key loop at q_end.
+    Hint ("causal forward ran"): for a query tile ending at row q_end, stop the key loop at q_end.
     """
     sizes = dict(seed=11, n=128, head_dim=16, tile=16)
     full = student.run(scenarios.pytorch_forward_matmul_flops, **sizes, is_causal=False)

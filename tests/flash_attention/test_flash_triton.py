@@ -30,7 +30,14 @@ def test_triton_forward_matches_float64(student, trusted, lead, n_queries, n_key
                                         k_tile):
     """flash_forward_triton's (o, lse) in float32 match float64 attention and its logsumexp within 1e-4.
 
-    Hint: use tl.dot(..., input_precision="ieee") for float32, and masks for rows past the sequence end.
+    Hint (close): tl.dot(..., input_precision="ieee") for float32 (the given _dot does it when DOT_FP32): a
+    GPU's default TF32 dot is off by about 1e-3.
+    Hint (nan): a row of NaN saw no key at all (l stayed 0): check each key loop's bounds (causal: the tiles
+    from `below` up to min(q_start + Q_TILE, n_keys) run masked, §8).
+    Hint (scale "lse"): lse is in natural-log units: the kernel works in log2 units (exp2), so store
+    (m + log2 l) · ln 2.
+    Hint (values): mask rows past the sequence end on load (other=0.0) and on store, and keys past n_keys
+    with -inf before the softmax.
     """
     x = trusted.inputs(20, lead, n_queries, n_keys, head_dim)
     expected_o, expected_lse = trusted.attention64(x["q"], x["k"], x["v"], is_causal)
@@ -47,8 +54,9 @@ def test_triton_backward_matches_float64_autograd(student, trusted, lead, n_quer
                                                   q_tile, k_tile):
     """flash_backward_triton's (dq, dk, dv) in float32, given float64-exact o and lse, match float64 autograd.
 
-    Hint: the D = rowsum(o * do) preprocess first; then one program per key tile for dK/dV, one per query
-    tile for dQ.
+    Hint (values, close, nan): the D = rowsum(o * do) preprocess first; then one program per key tile for
+    dK/dV, one per query tile for dQ.
+    Hint (scale): dQ and dK carry sm_scale = 1/sqrt(d), once each.
     """
     x = trusted.inputs(21, lead, n_queries, n_keys, head_dim)
     o, lse = trusted.attention64(x["q"], x["k"], x["v"], is_causal)

@@ -13,7 +13,9 @@ REFERENCE = "flash_attention.reference"
 def test_attention_matches_float64(student, trusted, lead, n_queries, n_keys, head_dim, is_causal):
     """attention(q, k, v, is_causal) in float32 matches a float64 softmax(q kᵀ / sqrt(d)) v.
 
-    Hint: scale by 1/sqrt(d) with d = q.shape[-1]; causal masks key j > query i with -inf before softmax.
+    Hint (values, close): scale the scores by 1/sqrt(d), d = q.shape[-1], before the softmax; causal masks key
+    j > query i with -inf.
+    Hint (nan): a row of NaN had every score masked: causal masks only keys j > i, so key 0 is always seen.
     """
     x = trusted.inputs(1, lead, n_queries, n_keys, head_dim)
     expected, _ = trusted.attention64(x["q"], x["k"], x["v"], is_causal)
@@ -46,7 +48,7 @@ BAD_INPUTS = {
 def test_attention_rejects_inputs_outside_the_contract(student, case):
     """attention raises ValueError for causal with n_queries != n_keys and for mismatched shapes.
 
-    Hint: call check_attention_inputs(q, k, v, is_causal) first; it raises ValueError with a message.
+    Hint (did not raise, raised): call check_attention_inputs(q, k, v, is_causal) first; it raises ValueError with a message.
     """
     q_shape, k_shape, v_shape, is_causal = BAD_INPUTS[case]
     with pytest.raises(ValueError):

@@ -15,6 +15,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from autograder.harness.failures import distinct, pattern
+
 FP32 = dict(atol=1e-4, rtol=1e-4)
 HALF = {torch.bfloat16: dict(atol=2e-2, rtol=2e-2), torch.float16: dict(atol=1e-2, rtol=1e-2)}
 # Softmax in half precision: relative. Rounding a probability to bf16/fp16 errs by at most 2^-9 / 2^-12 of
@@ -91,10 +93,11 @@ def assert_close(name: str, actual, expected: torch.Tensor, dtype: torch.dtype, 
     if bad:
         worst = int(torch.nan_to_num(excess, nan=float("inf")).argmax())
         where = tuple(int(i) for i in torch.unravel_index(torch.tensor(worst), expected.shape))
+        got, want = distinct(actual.flatten()[worst].item(), expected.flatten()[worst].item())
         raise AssertionError(
             f"{name}: {bad} of {expected.numel()} elements differ by more than atol={tol['atol']:.3g} + "
-            f"rtol={tol['rtol']:.3g} * |expected|; worst at index {where}: got {actual.flatten()[worst].item():.6g}, "
-            f"expected {expected.flatten()[worst].item():.6g}")
+            f"rtol={tol['rtol']:.3g} * |expected|; worst at index {where}: got {got}, expected {want}"
+            + pattern(actual, expected, (tol["rtol"], tol["atol"])))
 
 
 @pytest.fixture(scope="session")

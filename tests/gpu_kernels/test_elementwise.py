@@ -30,7 +30,10 @@ def test_gelu_matches_float64(student, trusted, case):
     """gelu_triton in float32 matches float64 GeLU (tanh approximation) within 1e-4, for a dense tensor,
     a transposed view and a view with a column step (sizes that are not multiples of the block).
 
-    Hint: make a strided x dense first (x.contiguous()), or index it with its strides; mask the last block.
+    Hint (values, nan): make a strided x dense first (x.contiguous()), or index it with its strides; mask the
+    last block.
+    Hint (shape): return a tensor of x's shape and dtype, e.g. allocated with torch.empty_like of the dense x.
+    Hint (close, scale): the tanh approximation with the handout's constants, computed in float32.
     """
     shape, view = CASES[case]
     x = trusted.randn(10, *shape, scale=3.0)

@@ -27,7 +27,10 @@ def test_softmax_matches_float64(student, trusted, case):
     """softmax_triton in float32 matches float64 softmax over the last dim within 1e-4: rows in one block,
     rows longer than a block (block_size 16 or 32, lengths not multiples of it), strided rows.
 
-    Hint: rows longer than a block: an online pass for the running max and sum, then a writing pass.
+    Hint (values, scale, close): rows longer than a block: an online pass for the running max and sum, then a
+    writing pass with the final max and sum.
+    Hint (nan): NaN comes from inf - inf or 0 / 0: masked lanes load other=float("-inf") before a max or an
+    exp, and every row's sum holds at least exp(max - max) = 1.
     """
     shape, view, block_size = CASES[case]
     x = trusted.randn(20, *shape, scale=4.0)
@@ -43,7 +46,9 @@ def test_softmax_is_stable_at_large_inputs(student, trusted, block_size):
     """softmax_triton of values up to ±1000 (exp overflows past 89 in float32) matches float64, in one
     block and over blocks of 16 where the row maximum sits in a later block.
 
-    Hint: subtract the row maximum before exp; with blocks, rescale the running sum when the maximum grows.
+    Hint (nan): exp overflows past 89 in float32: subtract the row maximum before exp.
+    Hint (values, scale, close): with blocks, rescale the running sum by exp(m_old - m_new) whenever the
+    maximum grows.
     """
     x = trusted.randn(21, 3, 50, scale=300.0)
     x[:, 45] = 1000.0

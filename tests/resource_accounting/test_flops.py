@@ -208,7 +208,7 @@ def invalid(function, *args, names):
 def test_flops_functions_reject_invalid_arguments(flops, function, args, names):
     """Negative or zero sizes, zero GPUs and an MFU outside (0, 1] raise ValueError naming the argument.
 
-    Hint: the message should say which argument is wrong, what it must be and what was given.
+    Hint (did not raise, raised, values): the message should say which argument is wrong, what it must be and what was given.
     """
     with pytest.raises(ValueError, match=names):
         getattr(flops, function)(*args)

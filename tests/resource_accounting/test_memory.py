@@ -39,7 +39,9 @@ def test_gpt3_ffn_matrix_takes_2304_mib_measured_on_a_meta_tensor(student):
     """The lecture's GPT-3 FFN matrix torch.empty(12288 * 4, 12288) in float32 is 2,415,919,104 bytes (2304 MiB).
 
     Measured on a meta tensor (shape and dtype, no storage), so nothing is allocated.
-    Hint: get_memory_usage must not touch the data: numel() and element_size() work on meta tensors.
+    Hint (raised): a meta tensor has no data to read: use numel() and element_size() alone, which work on meta
+    tensors.
+    Hint (values): numel() × element_size(), returned as a Python int.
     """
     got = student.run(scenarios.meta_tensor_memory, shape=[12288 * 4, 12288], dtype=torch.float32)
     assert type(got) is int
@@ -128,7 +130,7 @@ def invalid(function, *args, names):
 def test_memory_functions_reject_invalid_sizes(memory, function, args, names):
     """A negative size (or zero bytes per parameter) raises ValueError with a message naming the argument.
 
-    Hint: check each argument first and raise ValueError(f"num_parameters must be ..., got {value}").
+    Hint (did not raise, raised, values): check each argument first and raise ValueError(f"num_parameters must be ..., got {value}").
     """
     with pytest.raises(ValueError, match=names):
         getattr(memory, function)(*args)

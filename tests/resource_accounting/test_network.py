@@ -41,7 +41,9 @@ def test_get_num_parameters_counts_elements_of_any_module(student):
 def test_block_weight_is_randn_over_sqrt_dim(student):
     """Right after torch.manual_seed(s), Block(dim).weight is torch.randn(dim, dim) / sqrt(dim).
 
-    Hint: draw exactly one torch.randn(dim, dim) in __init__ and divide by math.sqrt(dim).
+    Hint (scale): divide the draw by math.sqrt(dim), once: the weight is a constant factor off.
+    Hint (values, shape): draw exactly one torch.randn(dim, dim) in __init__, before any other random call, so
+    that the seed gives the expected numbers.
     """
     got = student.run(scenarios.block_initial_weight, seed=3, dim=64)
     torch.manual_seed(3)
@@ -97,7 +99,10 @@ def test_activation_bytes_agrees_with_saved_activation_bytes_on_a_deep_network(s
     """Measured with saved_activation_bytes, a DeepNetwork(16, 5) forward on 3 rows saves (5 + 1)·3·16·4 bytes,
     and activation_bytes(3, 16, 5) says the same.
 
-    Hint: the lecture's 2·B·D per layer counts each ReLU output twice (it is also the next matmul's input).
+    Hint ("activation_bytes gave"): the lecture's 2·B·D per layer counts each ReLU output twice (it is also the
+    next matmul's input).
+    Hint ("saved_activation_bytes measured"): this is saved_activation_bytes's answer (§8): its own tests must
+    pass first.
     """
     got = student.run(scenarios.saved_bytes_deep_network, seed=0, batch=3, dim=16, num_layers=5)
     expected = (5 + 1) * 3 * 16 * 4

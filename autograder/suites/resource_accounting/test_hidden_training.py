@@ -242,8 +242,8 @@ def test_checkpointed_forward_keeps_output_and_gradients_at_random_segment_count
     output and the gradients of every weight and of x equal model(x)'s (float64 autograd, rtol 1e-5); in the
     first, x does not require grad (a batch of data) and every weight still gets its gradient.
 
-    Hint: checkpoint(..., use_reentrant=False); the reentrant variant gives no parameter gradients when no
-    input of a segment requires grad.
+    Hint ("is missing"): checkpoint(..., use_reentrant=False); the reentrant variant gives no parameter
+    gradients when no input of a segment requires grad.
     """
     for case in range(3):
         needs_grad = case > 0

@@ -1,11 +1,12 @@
-"""Every test docstring of every assignment gives the student a whole `checks:` line and a whole hint.
+"""Every test docstring of every assignment gives the student a whole `checks:` line and whole hints, each
+tied to the failure it was written for.
 
-The harness shows a failing test's first paragraph ("checks: ...") and its `Hint:`; both are read by
-`checks_and_hint`, the function the plugin uses, from every test function of the public tests
+The harness shows a failing test's first paragraph ("checks: ...") and the hints written for that failure;
+both are read by `hints.parse`, the function the plugin uses, from every test function of the public tests
 (tests/<A>/) and the hidden suites (autograder/suites/<A>/), read from the source without importing it.
 Each must be a whole sentence: it ends as a sentence or a parenthesis closes it, never on a colon, a
 comma or an open parenthesis (which is what a hint cut after its first line, or a first paragraph that
-introduces a list, looks like).
+introduces a list, looks like); and a hint's conditions must name kinds of failure the harness knows.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.harness.plugin import checks_and_hint
+from autograder.harness.hints import Condition, Hint, parse, shown
 from kernels.course import packages
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -47,12 +48,13 @@ def test_every_assignment_has_test_docstrings_to_check():
 
 
 @pytest.mark.parametrize("file, name, doc", TESTS, ids=[f"{f.rsplit('/', 1)[1]}::{n}" for f, n, _ in TESTS])
-def test_the_checks_line_and_the_hint_are_whole_sentences(file, name, doc):
-    checks, hint = checks_and_hint(doc)
+def test_the_checks_line_and_the_hints_are_whole_sentences(file, name, doc):
+    checks, hints = parse(doc)
     assert checks, f"{file}::{name} has no docstring: its first paragraph is what the student sees it check"
     assert whole(checks), f"{file}::{name}: the first paragraph ends mid-sentence: ...{checks[-80:]!r}"
-    if "Hint:" in doc:
-        assert hint and whole(hint), f"{file}::{name}: the hint ends mid-sentence: ...{hint[-80:]!r}"
+    assert len(hints) == doc.count("Hint"), f"{file}::{name}: a `Hint` line that is not a field (`Hint (...): `)"
+    for hint in hints:
+        assert hint.text and whole(hint.text), f"{file}::{name}: a hint ends mid-sentence: ...{hint.text[-80:]!r}"
 
 
 def test_a_hint_runs_on_over_its_lines_until_a_blank_line_or_another_field():
@@ -62,15 +64,38 @@ def test_a_hint_runs_on_over_its_lines_until_a_blank_line_or_another_field():
         before exp (the sum stays finite).
     Note: not part of the hint.
 
-    Hint: only the first hint counts.
+    Hint (nan): a second hint, for NaN.
     """
-    checks, hint = checks_and_hint(doc)
+    checks, hints = parse(doc)
     assert checks == "softmax(x) equals torch.softmax in float64."
-    assert hint == "subtract the row maximum before exp (the sum stays finite). only the first hint counts."
+    assert hints == [Hint("subtract the row maximum before exp (the sum stays finite)."),
+                     Hint("a second hint, for NaN.", (Condition("nan"),))]
 
 
 def test_the_checks_line_stops_at_a_hint_without_a_blank_line():
-    assert checks_and_hint("One line.\nHint: two.\n  three.") == ("One line.", "two. three.")
+    assert parse("One line.\nHint (scale): two.\n  three.") == ("One line.", [Hint("two. three.", (Condition("scale"),))])
+
+
+def test_a_hint_is_shown_only_for_the_failure_it_names():
+    """No condition: any failed check, not an exception of the code under test; a kind: that kind; quoted
+    text: a failed check whose message holds it (with a kind: that kind's); several conditions: any of them."""
+    _, hints = parse('Checks.\n\nHint: any check.\nHint (nan): nan.\nHint (scale "lse"): lse scaled.\n'
+                     'Hint (raised, did not raise): errors.\nHint ("index (0,"): first element.\n')
+    assert shown(hints, "values", "o: 3 of 4 elements differ") == "any check."
+    assert shown(hints, "nan", "o: ...") == "any check. nan."
+    assert shown(hints, "scale", "o: everywhere got ≈ 2 × expected") == "any check."
+    assert shown(hints, "scale", "lse: everywhere got ≈ 1.4427 × expected") == "any check. lse scaled."
+    assert shown(hints, "raised", "IndexError: out of range") == "errors."
+    assert shown(hints, "did not raise", "DID NOT RAISE ValueError") == "any check. errors."
+    assert shown(hints, "values", "worst at index (0, 1)") == "any check. first element."
+    assert shown(hints, "raised", "worst at index (0, 1)") == "errors."  # text alone: a failed check
+
+
+@pytest.mark.parametrize("written", ["Hint (nans): a misspelt kind.", "Hint (nan scale): two kinds in one.",
+                                     "Hint (): empty."])
+def test_a_condition_the_harness_does_not_know_is_refused(written):
+    with pytest.raises(ValueError, match="kind of failure|cannot read"):
+        parse(f"Checks.\n\n{written}")
 
 
 @pytest.mark.parametrize("text", ["it names the argument:", "a list, b list,", "a call (see", "a hint that stops"])

@@ -160,6 +160,16 @@ def first(n):
 def second(n):
     """Handout: §2 Vectors"""
     raise NotImplementedError("second in demo/n.py is not implemented yet: write it (handout §2 Vectors)")
+
+
+def doubled(n):
+    """Handout: §2 Vectors"""
+    raise NotImplementedError("doubled in demo/n.py is not implemented yet: write it (handout §2 Vectors)")
+
+
+def filled(n):
+    """Handout: §2 Vectors"""
+    raise NotImplementedError("filled in demo/n.py is not implemented yet: write it (handout §2 Vectors)")
 '''
 
 MODULE_WRONG = '''
@@ -178,6 +188,25 @@ def second(n):
     v = torch.arange(float(n))
     v[n // 2] += 3
     return v
+
+
+def doubled(n):
+    """Handout: §2 Vectors"""
+    return 2 * second(n)
+
+
+class _fill_kernel:
+    """Stands in for a Triton kernel: launched as _fill_kernel[grid](out, n)."""
+
+    def __class_getitem__(cls, grid):
+        return lambda out, n: out.extend(range(1, n + 1))
+
+
+def filled(n):
+    """Handout: §2 Vectors"""
+    out = []
+    _fill_kernel[(1,)](out, n)
+    return out
 '''
 
 MODULE_TESTS = '''
@@ -191,6 +220,8 @@ def test_second_is_a_range(student):
     """second(n) is torch.arange(float(n)).
 
     Hint: count from zero.
+    Hint (nan): a range holds no NaN.
+    Hint (raised): second must not raise.
     """
     torch.testing.assert_close(student.module("demo.n").second(1000), torch.arange(1000.0), rtol=0, atol=0)
 
@@ -200,6 +231,20 @@ def test_second_is_a_range(student):
 def test_second_equals_a_range(student):
     """second(n) equals torch.arange(float(n)) exactly."""
     assert torch.equal(student.module("demo.n").second(1000), torch.arange(1000.0))
+
+
+@pytest.mark.points(1)
+@pytest.mark.task("n.doubled")
+def test_doubled_is_twice_a_range(student):
+    """doubled(n) is 2 · torch.arange(float(n))."""
+    torch.testing.assert_close(student.module("demo.n").doubled(10), 2 * torch.arange(10.0), rtol=0, atol=0)
+
+
+@pytest.mark.points(1)
+@pytest.mark.task("n.filled")
+def test_filled_is_a_list_from_zero(student):
+    """filled(n) is [0, 1, ..., n - 1]."""
+    assert student.module("demo.n").filled(3) == [0, 1, 2]
 
 
 @pytest.mark.points(3)
@@ -229,11 +274,13 @@ def test_unimplemented_tasks_are_one_line_each_in_handout_order_then_the_next_st
     assert result.ret == 1
     result.stdout.fnmatch_lines(["*= not implemented yet =*", "demo",
                                  "  §1 n.first: not implemented yet (2 tests, 6 points)",
-                                 "  §2 n.second: not implemented yet (2 tests, 3 points)", "*= points =*"])
+                                 "  §2 n.second: not implemented yet (2 tests, 3 points)",
+                                 "  §2 n.doubled: not implemented yet (1 test, 1 point)",
+                                 "  §2 n.filled: not implemented yet (1 test, 1 point)", "*= points =*"])
     assert "NotImplementedError" not in result.stdout.str() and "Traceback" not in result.stdout.str()
     assert result.outlines[-1] == ("next: demo §1 n.first does not pass yet; run only its tests with: "
                                    "python -m pytest --task n.first")
-    result.stdout.fnmatch_lines(["*= 4 failed in *"])  # still failures: pytest's count and exit status
+    result.stdout.fnmatch_lines(["*= 6 failed in *"])  # still failures: pytest's count and exit status
 
 
 def test_verbose_or_an_explicit_tb_shows_every_traceback_with_the_same_points_and_status(tasks_project):
@@ -247,11 +294,12 @@ def test_verbose_or_an_explicit_tb_shows_every_traceback_with_the_same_points_an
 
 def test_the_task_option_runs_only_that_tasks_tests(tasks_project):
     result = run(tasks_project, "--impl", "assignments", "--task", "n.second")
-    result.stdout.fnmatch_lines(["*5 deselected / 2 selected*", "*= 2 failed, 5 deselected in *"])
-    assert run(tasks_project, "--impl", "assignments", "--task", "n").stdout.str().count("not implemented yet (") == 2
+    result.stdout.fnmatch_lines(["*7 deselected / 2 selected*", "*= 2 failed, 7 deselected in *"])
+    assert run(tasks_project, "--impl", "assignments", "--task", "n").stdout.str().count("not implemented yet (") == 4
     unknown = run(tasks_project, "--impl", "assignments", "--task", "n.third")
     assert unknown.ret == pytest.ExitCode.USAGE_ERROR
-    unknown.stderr.fnmatch_lines(["*no test exercises the task 'n.third'; the tasks are: n.first, n.second*"])
+    unknown.stderr.fnmatch_lines(["*no test exercises the task 'n.third'; the tasks are: n.doubled, n.filled, "
+                                  "n.first, n.second*"])
 
 
 def failure(result: pytest.RunResult, test: str) -> list[str]:
@@ -273,15 +321,27 @@ def test_a_wrong_answer_is_a_short_note_that_ends_at_the_students_line_without_h
     raised = "\n".join(failure(result, "test_first_is_a_dict[1]"))
     assert "wrong/demo/n.py:9: in first" in raised and "json.decoder.JSONDecodeError" in raised, raised
     assert "json/decoder.py" not in raised and "json/__init__.py" not in raised, raised  # ends at the student's line
-    assert "your code: wrong/demo/n.py:7 n.first (handout §1 Adding)" in raised, raised
+    assert "your code: wrong/demo/n.py:9 n.first, where it raised (handout §1 Adding)" in raised, raised
     close = "\n".join(failure(result, "test_second_is_a_range"))
     assert "got shape (1000,) torch.float32, expected shape (1000,) torch.float32; 1 of 1000 elements differ" \
         in close and "worst at index (500,): got 503, expected 500" in close, close
     assert "Hint: count from zero." in close and "checks: second(n) is torch.arange(float(n))." in close, close
+    assert "NaN" not in close and "must not raise" not in close, close  # hints for other failures are not shown
     equal = "\n".join(failure(result, "test_second_equals_a_range"))
     assert "tensor(<1-d, values" in equal and "999." not in equal, equal  # never printed whole
-    assert points_table(result) == ["demo      0 / 9     public points  (0/4 tests passed)"]
+    assert points_table(result) == ["demo      0 / 11    public points  (0/6 tests passed)"]
     assert result.outlines[-1].startswith("next: demo §1 n.first does not pass yet")
+
+
+def test_your_code_points_at_the_function_the_failure_is_in(tasks_project):
+    """Not at the task whose test failed, but where its result went wrong: a function of the task's module that
+    it calls and whose own test fails (doubled calls a wrong second), or the kernel it launches."""
+    result = run(tasks_project, "--impl", "wrong", "tests/demo/test_n.py")
+    doubled = "\n".join(failure(result, "test_doubled_is_twice_a_range"))
+    assert "your code: wrong/demo/n.py:12 n.second, which doubled calls: its own tests fail, fix it first " \
+           "(handout §2 Vectors)" in doubled, doubled
+    filled = "\n".join(failure(result, "test_filled_is_a_list_from_zero"))
+    assert "your code: wrong/demo/n.py:24 n._fill_kernel, the kernel filled launches" in filled, filled
 
 
 def test_a_tensor_summary_names_shapes_dtypes_the_count_off_and_the_worst_element():
@@ -343,3 +403,14 @@ def test_edge_tests_that_pass_but_wait_for_their_task_say_what_they_wait_for(pro
                                     consecutive=True)
     solved = run(project, "--impl", "solutions", "tests/demo/test_edges.py")
     assert "edge tests waiting" not in solved.stdout.str()
+
+
+def test_a_not_implemented_error_of_the_students_own_is_a_failure_not_a_stub(project):
+    """Only a stub's NotImplementedError (the stub generator's "... is not implemented yet", or nbgrader's bare
+    one) makes a task "not implemented yet": torch raises one for a meta tensor's data, and a student may raise
+    one for a case they leave out; those are failures, shown with their traceback."""
+    (project.path / "submission" / "demo" / "m.py").write_text(
+        SOLUTION.replace("return a + b", 'raise NotImplementedError("only floats for now")'))
+    result = run(project, "--impl", str(project.path / "submission"), "tests/demo/test_demo.py::test_add")
+    assert "not implemented yet (" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["*NotImplementedError: only floats for now*", "demo*0 / 2*(0/1 tests passed)"])
