@@ -63,10 +63,11 @@ KEY = re.compile(rf"^(?P<id>{ID})\.(?P<letter>[a-z])\s*=\s*(?P<value>.*)$")
 TOLERANCE = re.compile(rf"^(?:exact|±\s*(?P<value>{NUMBER}(?:[eE][-+]?[0-9]+)?)\s*(?P<percent>%?))$")
 SOLUTION_BEGIN = re.compile(r"###\s*BEGIN SOLUTION\b")
 
-# A number as people write it: 8,589,934,592 or 8_589_934_592 or 8 589 934 592, 8.59e9, 8.59E+09,
-# 8.59 x 10^9, 8.59 * 10**9, 8.59·10⁹, and a power: 2^33, 2**33, 2³³; the first one on the line counts, what
-# follows it (a unit, a word, a percent sign) is ignored: 85.9% reads 85.9.
-ANSWER_NUMBER = re.compile(r"(?<![\w.])(?P<sign>[-+−]?)\s*(?P<int>[0-9](?:[0-9]|[,_ ](?=[0-9]))*)?"
+# A number as people write it: 8,589,934,592 or 8_589_934_592 or 8 589 934 592 (a comma or a space before a
+# group of three digits: `1,5` is 1 and 5, `2944 3072` two numbers), 8.59e9, 8.59E+09, 8.59 x 10^9, 8.59 * 10**9, 8.59·10⁹, and a power: 2^33, 2**33, 2³³; the
+# first one on the line counts, what follows it (a unit, a word, a percent sign) is ignored: 85.9% reads 85.9.
+# What the student may have meant otherwise is said by `doubts` (make check-answers marks it).
+ANSWER_NUMBER = re.compile(r"(?<![\w.])(?P<sign>[-+−]?)\s*(?P<int>[0-9](?:[0-9]|_(?=[0-9])|[, ](?=[0-9]{3}(?![0-9])))*)?"
                            r"(?P<frac>\.[0-9]+)?(?:[eE](?P<exp>[-+]?[0-9]+)"
                            r"|\s*[x×*·]\s*10\s*(?:\^|\*\*)\s*(?P<pow>[-+−]?[0-9]+)"
                            r"|\s*[x×*·]\s*10(?P<sup>[⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+)"
@@ -146,6 +147,49 @@ def first_number(text: str) -> float | None:
         value = -value if match.group("sign") in ("-", "−") else value
         return value if math.isfinite(value) else None
     return None
+
+
+def _numbers(text: str) -> list[re.Match]:
+    """Every number written in `text`, as ANSWER_NUMBER finds them."""
+    return [m for m in ANSWER_NUMBER.finditer(text) if m.group("int") is not None or m.group("frac") is not None]
+
+
+# An operator between two numbers, read on the line with each number (its own notation included: 8.59 x 10^9,
+# 2^33) written as N; "FLOP/byte" or "B/s" is a unit, not an operator.
+OPERATOR = re.compile(r"N\s*[-−/+*×x÷^=]\s*[N(]|N\s*\)?\s*[-−/+*×÷^=]\s*N")
+FRACTION = re.compile(r"\bfraction\b", re.IGNORECASE)
+
+
+def number_text(value: float) -> str:
+    """The number in full: a whole one as its digits (8589934592), another as Python's shortest repr."""
+    return str(int(value)) if value.is_integer() and abs(value) < 1e18 else repr(value)
+
+
+def doubts(text: str, part_text: str = "") -> str:
+    """Why the number the grader reads from `text` (the first) may not be the one the student meant, for the
+    line of a part whose handout text is `part_text`: an expression (the grader computes nothing), "or", more
+    than one number, a percent sign where the part asks for a fraction; "" when nothing is in doubt."""
+    numbers = _numbers(text)
+    value = first_number(text)
+    if not numbers or value is None:
+        return ""
+    first = number_text(value)
+    pieces, last = [], 0
+    for match in numbers:
+        pieces += [text[last:match.start()], "N"]
+        last = match.end()
+    skeleton = "".join(pieces) + text[last:]
+    found = []
+    if FRACTION.search(part_text) and "%" in text[numbers[0].end():]:
+        found.append(f"a percent sign where the part asks for a fraction: {first}% is read as {first}, not "
+                     f"{number_text(value / 100)}; write the fraction")
+    if OPERATOR.search(skeleton):
+        found.append(f"an expression: the grader does not compute it, it reads {first}; write its value")
+    elif re.search(r"\bor\b", text, re.IGNORECASE):
+        found.append(f"'or': two answers? The grader reads the first, {first}; write one")
+    elif len(numbers) > 1:
+        found.append(f"{len(numbers)} numbers: the grader reads only the first, {first}; write the one you mean")
+    return "; ".join(found)
 
 
 def key_number(text: str) -> float | None:
@@ -525,6 +569,7 @@ class Reading:
     status: str = ""
     message: str = ""
     shown: str = ""
+    doubt: str = ""  # why the number read may not be the one meant (autograder.written.answers.doubts)
 
 
 def read_part(part: Part, section: list[str] | None, repeated: bool, problem: str) -> Reading:
@@ -557,7 +602,7 @@ def read_part(part: Part, section: list[str] | None, repeated: bool, problem: st
     answer = first_number(answered[0][:MAX_NUMBER_LINE])
     if answer is None:
         return Reading(None, "failed", f"{part.id}: expected a number after `{part.id} =`; found {shown!r}", shown)
-    return Reading(answer, shown=shown)
+    return Reading(answer, shown=shown, doubt=doubts(answered[0][:MAX_NUMBER_LINE], part.text))
 
 
 def _grade_part(assignment: str, part: Part, section: list[str] | None, repeated: bool,
@@ -574,7 +619,8 @@ def _grade_part(assignment: str, part: Part, section: list[str] | None, repeated
         return result("failed", f"{part.id}: expected a whole number (graded exactly); got {shown}")
     if part.tolerance.accepts(answer, part.key):
         return result("passed", f"{part.id}: {answer:g} is {part.tolerance} of the key")
-    return result("failed", f"{part.id}: expected {part.tolerance} of the key; got {answer:g}")
+    read = f" (read from {shown!r}: {reading.doubt})" if reading.doubt else ""
+    return result("failed", f"{part.id}: expected {part.tolerance} of the key; got {answer:g}{read}")
 
 
 def _number_elsewhere(section: list[str], question: str) -> str:

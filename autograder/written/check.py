@@ -8,8 +8,10 @@ reads it when grading: thousands separators, e-notation, powers of ten and a tra
 it reads none: no line for it, the line still empty, two answers, no number. For each question's prose, how
 much is written. Nothing here knows the keys (the handout beside your code has none): it says what is read,
 never whether it is right. What the grader cannot read as an answer (no answers.md, a missing line or
-heading, two answers, no number, a fraction where a whole number is graded exactly) is marked `!` and makes
-the command exit 1; parts not answered yet do not.
+heading, two answers, no number, a fraction where a whole number is graded exactly), and a line it may read
+otherwise than the student meant (an expression, "or", several numbers, a percent sign where the part asks
+for a fraction: autograder.written.answers.doubts, with the number the grader will read), is marked `!` and
+makes the command exit 1; parts not answered yet do not.
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ import sys
 from pathlib import Path
 from typing import NamedTuple
 
-from autograder.written.answers import (ANSWERS, Answers, Question, WrittenError, handout_questions, prose_of,
-                                        read_answers, read_part)
+from autograder.written.answers import (ANSWERS, Answers, Question, WrittenError, handout_questions, number_text,
+                                        prose_of, read_answers, read_part)
 
 ROOT = Path(__file__).resolve().parents[2]
 ASSIGNMENTS = ROOT / "assignments"
@@ -36,11 +38,6 @@ class Row(NamedTuple):
     answered: bool = False
 
 
-def number_text(value: float) -> str:
-    """The number in full: a whole one as its digits (8589934592), another as Python's shortest repr."""
-    return str(int(value)) if value.is_integer() and abs(value) < 1e18 else repr(value)
-
-
 def readings(questions: list[Question], answers: Answers) -> list[Row]:
     """What the grader reads of every numeric part and every question with prose to grade, in the handout's
     order."""
@@ -52,9 +49,9 @@ def readings(questions: list[Question], answers: Answers) -> list[Row]:
             reading = read_part(part, section, repeated, "")
             if reading.value is not None:
                 exact = part.tolerance.kind == "exact" and not reading.value.is_integer()
+                notes = ["graded exactly, so it must be a whole number"] * exact + [reading.doubt] * bool(reading.doubt)
                 rows.append(Row(part.id, f"reads {number_text(reading.value)} (from {reading.shown!r})"
-                                + ("; graded exactly, so it must be a whole number" if exact else ""), exact,
-                                answered=True))
+                                + "".join(f"; {note}" for note in notes), bool(notes), answered=True))
             else:
                 text = reading.message.removeprefix(f"{part.id}: ")
                 rows.append(Row(part.id, "not answered yet" if text.endswith("found 'nothing'") else text,
@@ -109,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{sum(r.answered for r in prose)} of {len(prose)} prose answers written")
         failed |= any(row.bad for row in rows)
     if failed:
-        print("! marks what the grader cannot read as an answer: fix it before you submit")
+        print("! marks what the grader cannot read as an answer, or may read otherwise than you meant (it reads the "
+              "first number of a line and computes nothing): fix it before you submit")
     return 1 if failed else 0
 
 

@@ -76,3 +76,45 @@ def test_no_answers_file_and_an_unknown_assignment_say_what_to_do(release, capsy
     with pytest.raises(SystemExit) as exit_:
         check.main(["--root", str(release), "nonesuch"])
     assert exit_.value.code == 2 and "no assignment nonesuch" in capsys.readouterr().err
+
+
+AMBIGUOUS = {  # part: (what the student wrote, what the grader reads, why `!`, or "" where nothing is in doubt)
+    "T1.a": ("2944 or 3072", 2944, "'or': two answers? The grader reads the first, 2944"),
+    "T1.b": ("295 FLOP/byte", 295, ""),  # a unit with a slash is not an expression
+    "T3.a": ("4096^2*2*3", 16777216, "an expression: the grader does not compute it, it reads 16777216"),
+    "T3.c": ("2^33 bytes", 8589934592, ""),  # a power reads as its value
+    "T4.b": ("800/1280 = 0.625", 800, "an expression: the grader does not compute it, it reads 800"),
+    "T5.c": ("51.8%", 51.8, "a percent sign where the part asks for a fraction: 51.8% is read as 51.8, not 0.518"),
+    "T10.a": ("0.8 (about 2.7 TB/s)", 0.8, "2 numbers: the grader reads only the first, 0.8"),
+}
+
+
+def test_a_line_the_grader_may_read_otherwise_is_marked_with_the_number_it_reads(release, capsys):
+    sections = {}
+    for part, (written, _, _) in AMBIGUOUS.items():
+        sections.setdefault(part.split(".")[0], []).append(f"{part} = {written}")
+    write(release, "gpu_kernels", "".join(f"## {q}\n" + "\n".join(lines) + "\n\n" for q, lines in sections.items()))
+    assert check.main(["--root", str(release), "gpu_kernels"]) == 1
+    out = capsys.readouterr().out
+    lines = {line.split()[1] if line.startswith("  !") else line.split()[0]: line for line in out.splitlines()
+             if line.startswith("  ") and "numbers read" not in line}
+    for part, (written, reads, why) in AMBIGUOUS.items():
+        line = lines[part]
+        assert f"reads {reads} (from {written!r})" in line, line
+        assert line.startswith("  !") == bool(why) and why in line, line
+    assert "or may read otherwise than you meant" in out
+
+
+def test_the_grader_reads_the_number_the_check_shows_and_says_why_it_may_differ(release):
+    """The same reading serves both (answers.read_part): with the authors' keys, each line scores what its number
+    is worth, the number the check showed, and a wrong one's feedback says how the line was read."""
+    text = "".join(f"## {part.split('.')[0]}\n{part} = {written}\n\n" for part, (written, _, _) in AMBIGUOUS.items())
+    write(release, "gpu_kernels", text)
+    rows = {row.id: row for row in check.check("gpu_kernels", release)[0]}
+    results = {r.name.removeprefix("written/"): r for r in grade_answers(
+        "gpu_kernels", handout_questions("gpu_kernels"), read_answers(release / "gpu_kernels" / "answers.md"))}
+    for part, (written, reads, why) in AMBIGUOUS.items():
+        assert f"reads {reads} " in rows[part].text
+        if results[part].status == "failed":
+            assert f"got {reads:g}" in results[part].message and why in results[part].message, results[part].message
+    assert results["T4.b"].status == results["T5.c"].status == "failed"  # 800 and 51.8 are not the keys
