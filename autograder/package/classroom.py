@@ -7,8 +7,9 @@ script its steps run (autograder/package/classroom_step.py). The workflow follow
 Classroom's grading reporter expects: a single job, `run-autograding-tests`, in a workflow named
 "Autograding Tests"; after checkout and `make install` (torch, then the release's requirements.lock
 with its hashes: the course's versions), one step per public test file, each with an id, reporting that
-file's points (each with a deadline of its own and `if: always()`, so that a hanging
-test file reports its timeout and the others still report); then the reporter step (`if: always()`), which reads each step's `result` output
+file's points per test (each test with a deadline of its own, so that an endless loop fails the tests that
+call it, named, and the file's other tests still report; the step with one too, and `if: always()`, so that
+the next steps still report); then the reporter step (`if: always()`), which reads each step's `result` output
 (env `<ID>_RESULTS`) and lists every step id in `runners`. The steps' points add up to the public
 total. Students can edit this workflow in their own repositories, so its score is feedback; the grade
 comes from `python -m autograder batch` over the cloned repositories.

@@ -192,21 +192,31 @@ def classroom_job(packaged: Packaged) -> Job:
                clean_env(GITHUB_OUTPUT=str(output)))
 
 
-HANG_TIMEOUT = 20  # seconds the hanging step gets before it is stopped
+TEST_TIMEOUT = 2  # seconds each test of the hanging steps gets before it is stopped
+HANG_TIMEOUT = 10  # seconds the step whose loop no signal stops gets before it is stopped
 
 
 def classroom_hang_job(packaged: Packaged) -> Job:
-    """Two steps on a template whose get_memory_usage loops forever: test_memory.py's step must report
-    its timeout, and test_network.py's step after it must report as usual."""
+    """Three steps on a template whose memory.py is the reference but for get_memory_usage, which loops forever,
+    and whose flops.py is the stubs but for ridge_point, which blocks SIGALRM and loops forever: test_memory.py's
+    step must fail only the tests that call get_memory_usage, each for its own timeout; test_network.py's step
+    after it must report as usual; test_flops.py's step must be stopped at its deadline, naming the test that
+    hung and keeping those that finished."""
     template = packaged.work / "classroom-hang"
     shutil.copytree(packaged.dist / "classroom", template)
-    with open(template / "assignments" / ASSIGNMENT / "memory.py", "a") as handle:
+    package = template / "assignments" / ASSIGNMENT
+    shutil.copyfile(ROOT / "solutions" / ASSIGNMENT / "memory.py", package / "memory.py")
+    with open(package / "memory.py", "a") as handle:
         handle.write("\n\ndef get_memory_usage(x):\n    while True:\n        pass\n")
+    with open(package / "flops.py", "a") as handle:
+        handle.write("\n\ndef ridge_point(peak, bandwidth):\n    import signal\n\n"
+                     "    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})\n    while True:\n        pass\n")
     points = {name: sum(t.points for t in packaged.tests if t.path == f"tests/{ASSIGNMENT}/{name}")
-              for name in ("test_memory.py", "test_network.py")}
+              for name in ("test_memory.py", "test_network.py", "test_flops.py")}
+    limits = {"test_memory.py": f" --test-timeout {TEST_TIMEOUT}",
+              "test_flops.py": f" --test-timeout {TEST_TIMEOUT} --timeout {HANG_TIMEOUT}"}
     steps = [f"{sys.executable} -m autograder.package.classroom_step tests/{ASSIGNMENT}/{name} --max-score "
-             f"{value:g}" + (f" --timeout {HANG_TIMEOUT}" if name == "test_memory.py" else "")
-             for name, value in points.items()]
+             f"{value:g}" + limits.get(name, "") for name, value in points.items()]
     return Job("classroom-hang", ["bash", "-c", "; ".join(steps)], template, packaged.work / "classroom-hang.log",
                clean_env(GITHUB_OUTPUT=str(packaged.work / "classroom-hang-output")))
 

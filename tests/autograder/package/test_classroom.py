@@ -11,7 +11,7 @@ from autograder.package.classroom import REPORTER, WORKFLOW
 from autograder.package.classroom_step import STEP_TIMEOUT, result
 from autograder.model.results import GradeReport, TestResult
 from autograder.package.layout import ROOT
-from tests.autograder.package.conftest import ASSIGNMENT, HANG_TIMEOUT, clean_env
+from tests.autograder.package.conftest import ASSIGNMENT, HANG_TIMEOUT, TEST_TIMEOUT, clean_env
 
 
 def workflow(packaged) -> dict:
@@ -86,14 +86,34 @@ def test_a_real_step_on_the_stubs_reports_zero_of_its_points_in_the_reporters_fo
     assert "points" in output  # pytest's own output, the points table included, is in the step's log
 
 
-def test_a_hanging_step_reports_its_timeout_and_the_next_step_still_reports(packaged):
+def hang_outcomes(packaged) -> list[dict]:
     code, output = packaged.job("classroom-hang").wait()
     assert code == 0, output[-3000:]
     lines = (packaged.work / "classroom-hang-output").read_text().split()
-    hung, after = (json.loads(base64.b64decode(line.removeprefix("result="))) for line in lines)
-    assert hung["status"] == "error" and f"did not finish within {HANG_TIMEOUT} s" in hung["message"]
-    assert hung["max_score"] == sum(t.points for t in packaged.tests if t.path == f"tests/{ASSIGNMENT}/test_memory.py")
+    return [json.loads(base64.b64decode(line.removeprefix("result="))) for line in lines]
+
+
+def test_an_endless_loop_fails_only_the_tests_that_call_it_each_naming_its_timeout(packaged):
+    hung, after, _ = hang_outcomes(packaged)
+    path = f"tests/{ASSIGNMENT}/test_memory.py"
+    assert hung["status"] == "fail" and hung["max_score"] == sum(t.points for t in packaged.tests if t.path == path)
+    failed = {t["name"]: t["message"] for t in hung["tests"] if t["status"] == "fail"}
+    assert sorted(failed) == ["test_float32_4x8_tensor_takes_128_bytes", "test_gpt3_ffn_matrix_takes_2304_mib_"
+                              "measured_on_a_meta_tensor", "test_memory_usage_is_numel_times_element_size"]
+    for message in failed.values():
+        assert f"timed out after {TEST_TIMEOUT} s, in get_memory_usage (assignments/{ASSIGNMENT}/memory.py:" in message
+    passed = [t for t in hung["tests"] if t["status"] == "pass"]
+    assert len(passed) > 10 and all(t["score"] > 0 for t in passed)  # the rest of the file graded as usual
     assert after["status"] == "fail" and after["tests"] and all(t["score"] == 0 for t in after["tests"])
+
+
+def test_a_loop_no_signal_stops_is_stopped_at_the_steps_deadline_naming_the_test(packaged):
+    *_, stopped = hang_outcomes(packaged)
+    assert stopped["status"] == "error" and f"did not finish within {HANG_TIMEOUT} s" in stopped["message"]
+    assert "while running test_h100_ridge_point_is_about_295_flop_per_byte" in stopped["message"]
+    assert stopped["max_score"] == sum(t.points for t in packaged.tests if t.path == f"tests/{ASSIGNMENT}/test_flops.py")
+    finished = [t["name"] for t in stopped["tests"]]
+    assert "test_matmul_flops_is_2mnp" in finished and not any(name.startswith("test_h100_ridge") for name in finished)
 
 
 def test_every_grading_step_and_the_reporter_run_whatever_came_before(packaged):
