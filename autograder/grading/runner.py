@@ -299,7 +299,8 @@ def run(job: Job, slot: Slot, protections: policy.Protections) -> GradeReport:
     report.submission = submission.name
     report.log = (protections.lines() + [f"assignments graded: {', '.join(chosen)}"]
                   + submission.problems + [f"static check: {v.message}" for v in violations]
-                  + report.log + [f"worker started {slot.worker.starts} time(s); pytest exit code {int(code)}"])
+                  + report.log + [f"worker started {slot.worker.starts} time(s); pytest exit code {int(code)}"]
+                  + [f"swept after grading, left by the worker's user: {left}" for left in slot.worker.swept])
     report.execution_time = time.monotonic() - started
     report.timings = rounded({**timings, "cpu_grader": time.process_time() - cpu_started})
     return report

@@ -42,6 +42,52 @@ def unwrap_stub(exc: BaseException) -> BaseException:
     return exc
 
 
+class NotComputedByKernel(AssertionError):
+    """A Triton task's result that the student's kernels did not store (kernels.stores): an assertion of
+    the test it occurred in, with the same message in a student's run and in the grader's."""
+
+
+KERNEL_STORES = "kernel_stores"
+
+
+def checked_stores(scenario: Callable | str, kwargs: dict, answer: Any) -> Any:
+    """`answer` without its "kernel_stores", once every result it accounts for was stored, element by
+    element, by the student's kernels. A scenario marked `stores = True` that ran on the CPU (so under
+    Triton's interpreter, where stores are observed) must carry the account; elsewhere (a GPU) it has none.
+    Raises NotComputedByKernel naming the result and how many elements are not the kernels'."""
+    __tracebackhide__ = True
+    marked = getattr(scenario, "stores", False) is True
+    expected = marked and str(kwargs.get("device", "cpu")).startswith("cpu")
+    if type(answer) is not dict or KERNEL_STORES not in answer:
+        if expected:
+            raise NotComputedByKernel("no Triton kernel of your package ran (the result must be computed by a "
+                                      "@triton.jit kernel launched by your function)")
+        return answer
+    answer = dict(answer)
+    found = answer.pop(KERNEL_STORES)
+    if not marked:  # a scenario shared with code that is not a Triton task (the PyTorch FlashAttention)
+        return answer
+    fields = ("elements", "unwritten", "differs")
+    if type(found) is not dict or any(type(k) is not str or type(v) is not dict or set(v) != set(fields)
+                                      or any(type(v[f]) is not int for f in fields) for k, v in found.items()):
+        raise NotComputedByKernel("the record of your kernels' stores is malformed")
+    if expected and set(found) != {k for k, v in answer.items() if _is_tensor(v)}:
+        missing = sorted({k for k, v in answer.items() if _is_tensor(v)} - set(found))
+        raise NotComputedByKernel(f"{', '.join(missing)}: no Triton kernel of your package stored it")
+    problems = [f"{name}: {a['unwritten']} of its {a['elements']} elements were not stored by your kernels and "
+                f"{a['differs']} hold another value than your kernel stored there"
+                for name, a in sorted(found.items()) if a["unwritten"] or a["differs"]]
+    if problems:
+        raise NotComputedByKernel("; ".join(problems) + ". A Triton task's result is what your @triton.jit "
+                                  "kernels store (host code may allocate, view, copy and cast it, not compute or "
+                                  "overwrite it: through numpy, a torch op or otherwise)")
+    return answer
+
+
+def _is_tensor(value: Any) -> bool:
+    return type(value).__name__ == "Tensor" and type(value).__module__ == "torch"
+
+
 class MissingFunction(Exception):
     """The submission lacks a module or a function the handout's contract names.
 
@@ -135,4 +181,4 @@ class LocalStudent(Student):
     def run(self, scenario: Callable | str, **kwargs: Any) -> Any:
         __tracebackhide__ = True
         fn = resolve(scenario_name(scenario))
-        return wire.roundtrip(fn(**wire.roundtrip(kwargs)))
+        return checked_stores(scenario, kwargs, wire.roundtrip(fn(**wire.roundtrip(kwargs))))

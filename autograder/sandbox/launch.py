@@ -6,23 +6,26 @@ Standard library only: it runs before anything else is importable. It joins the 
 cap, a CPU account: cgroups.py) first, so that every process the worker ever starts is in them, and gives
 SIGCHLD its default action, so that no disposition of the grader's is inherited across the exec.
 
+With "private" (root, a worker of its own user: user.py) it gives the worker private mount and IPC
+namespaces first: each folder of "cover" (the machine's world-writable folders) becomes an empty tmpfs of
+the worker's own, with the folders of "keep" (the stage, the Python installation) that lie below one
+mounted back where they were. What the worker writes there, its System V IPC objects and its POSIX
+message queues end with its last process.
+
 With a "user" entry (uid, gid) it gives up root for good: no supplementary groups, real, effective
 and saved ids all the worker's (which clears every capability), and no_new_privs, so that no setuid
 or file-capability program can give any back.
 
-With "no_network" (where bubblewrap's network namespace is not there to do it) it installs a seccomp
-filter, inherited by everything the worker starts and never removable, that refuses every socket but
-AF_UNIX (local pipes, which Python's multiprocessing uses) and io_uring (which could open sockets
-around the filter). It needs no privilege: no_new_privs is set first.
+With "seccomp" (where bubblewrap's namespaces are not there to close the network) it installs that
+filter (hex of a BPF program compiled by the grader: syscalls.py), inherited by everything the worker
+starts and never removable. It needs no privilege: no_new_privs is set first.
 """
 
 import ctypes
-import errno
 import json
 import os
 import resource
 import signal
-import struct
 import sys
 
 NAMES = {
@@ -35,10 +38,9 @@ NAMES = {
 }
 PR_SET_NO_NEW_PRIVS = 38  # linux/prctl.h
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
-AF_UNIX = 1
-# machine: (AUDIT_ARCH_*, socket, io_uring_setup) from linux/audit.h and the architecture's syscall table
-ARCHES = {"x86_64": (0xC000003E, 41, 425), "aarch64": (0xC00000B7, 198, 425)}
-X32_BIT = 0x40000000  # x86_64's x32 syscalls: another table, refused whole
+CLONE_NEWNS, CLONE_NEWIPC = 0x00020000, 0x08000000  # linux/sched.h
+MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x1000, 0x4000, 0x40000  # linux/mount.h
+COVER_SIZE = "512m"  # each private tmpfs: it is memory, which no rlimit of the worker's counts
 
 
 def main(argv: list) -> None:
@@ -50,13 +52,16 @@ def main(argv: list) -> None:
         with open(procs, "w") as f:
             f.write(str(os.getpid()))
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    no_network = limits.pop("no_network", False)
+    program = limits.pop("seccomp", "")
+    private = limits.pop("private", None)
+    if private:
+        make_private(private["cover"], private["keep"])
     for name, value in limits.items():
         resource.setrlimit(NAMES[name], (value, value))
     if user:
         drop_to(*user)
-    if no_network:
-        refuse_sockets()
+    if program:
+        install_filter(bytes.fromhex(program))
     os.execvp(command[0], command)
 
 
@@ -72,35 +77,44 @@ def drop_to(uid: int, gid: int) -> None:
 
 
 
-def refuse_sockets() -> None:
-    """Install the seccomp filter: socket(domain != AF_UNIX) and io_uring_setup fail with EACCES, as
-    does every call of another architecture's table or of x32; everything else is allowed."""
-    arch, socket_nr, uring_nr = ARCHES.get(os.uname().machine, (None, None, None))
-    if arch is None:
-        raise SystemExit(f"launch: no seccomp filter for {os.uname().machine}: cannot close the network")
-    deny, allow = 0x00050000 | errno.EACCES, 0x7FFF0000  # SECCOMP_RET_ERRNO | errno, SECCOMP_RET_ALLOW
-    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JGE|K, BPF_RET|K
-    program = [  # (code, jump if true, jump if false, k); a jump counts from the next instruction
-        (ld, 0, 0, 4),             # 0: seccomp_data.arch
-        (jeq, 1, 0, arch),         # 1: this machine's table: 3
-        (ret, 0, 0, deny),         # 2
-        (ld, 0, 0, 0),             # 3: seccomp_data.nr
-        (jge, 5, 0, X32_BIT),      # 4: x32: 10
-        (jeq, 0, 2, socket_nr),    # 5: socket: 6, else 8
-        (ld, 0, 0, 16),            # 6: args[0], its low 32 bits (little-endian): the domain
-        (jeq, 1, 2, AF_UNIX),      # 7: AF_UNIX: 9, else 10
-        (jeq, 1, 0, uring_nr),     # 8: io_uring_setup: 10, else 9
-        (ret, 0, 0, allow),        # 9
-        (ret, 0, 0, deny),         # 10
-    ]
-    code = b"".join(struct.pack("=HBBI", *instruction) for instruction in program)
-    filters = ctypes.create_string_buffer(code, len(code))
+def _mount(libc, source, target: str, kind, flags: int, data=None) -> None:
+    encode = lambda value: None if value is None else value.encode()  # noqa: E731
+    if libc.mount(encode(source), target.encode(), encode(kind), flags, encode(data)) != 0:
+        raise SystemExit(f"launch: could not mount {target} ({os.strerror(ctypes.get_errno())})")
+
+
+def _below(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def make_private(cover: list, keep: list) -> None:
+    """New mount and IPC namespaces; every folder of `cover` an empty tmpfs, with the folders of `keep`
+    below it mounted back at their paths (held open before, so that covering does not hide them)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(CLONE_NEWNS | CLONE_NEWIPC) != 0:
+        raise SystemExit(f"launch: could not make private namespaces ({os.strerror(ctypes.get_errno())})")
+    _mount(libc, None, "/", None, MS_REC | MS_PRIVATE)  # nothing mounted here reaches the grader's namespace
+    outer = [k for k in keep if not any(_below(k, other) and k != other for other in keep)]
+    held = {path: os.open(path, os.O_PATH | os.O_DIRECTORY) for path in outer if os.path.isdir(path)}
+    for folder in cover:
+        _mount(libc, "tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={COVER_SIZE}")
+        for path, fd in held.items():
+            if _below(path, folder):
+                os.makedirs(path, mode=0o755, exist_ok=True)
+                _mount(libc, f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+    for fd in held.values():
+        os.close(fd)
+
+
+def install_filter(program: bytes) -> None:
+    """Install a seccomp filter (a BPF program of 8-byte instructions) on this process, after no_new_privs."""
 
     class Program(ctypes.Structure):
         _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
+    code = ctypes.create_string_buffer(program, len(program))
     libc = ctypes.CDLL(None, use_errno=True)
-    prog = Program(len(program), ctypes.cast(filters, ctypes.c_void_p))
+    prog = Program(len(program) // 8, ctypes.cast(code, ctypes.c_void_p))
     if (libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
             or libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0):
         raise SystemExit(f"launch: could not install the seccomp filter ({os.strerror(ctypes.get_errno())})")

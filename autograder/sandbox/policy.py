@@ -25,7 +25,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
-from autograder.sandbox import cgroups
+from autograder.sandbox import cgroups, syscalls, user
 from autograder.sandbox.cputime import backstop
 
 MODES = ("auto", "bwrap", "user", "none")
@@ -58,6 +58,7 @@ class Protections:
     limits: Limits = field(default_factory=Limits)
     user: bool = False  # the worker runs as an unprivileged user of its own (sandbox.user)
     cpu_cgroup: bool = False  # its CPU is counted by a cgroup of its own (else its wall clock is charged)
+    private_ns: bool = False  # a user-mode worker gets private mount and IPC namespaces (else it is swept after)
 
     @property
     def isolated(self) -> bool:
@@ -75,10 +76,20 @@ class Protections:
         else:
             fs = [f"bubblewrap: NOT active ({self.bwrap_note})"]
         if self.user:
+            folders = ", ".join(user.world_writable())
+            if self.private_ns:
+                left = (f"besides its scratch folder it may write only in private, empty copies of the folders "
+                        f"anyone may write ({folders}), in mount and IPC namespaces of its own: those files, its "
+                        "System V IPC objects and its POSIX message queues end with it")
+            else:
+                left = (f"besides its scratch folder it may write in the folders anyone may write ({folders}): "
+                        "no private namespaces could be made here, so after grading its files there and its System V "
+                        "IPC objects are removed (said below when there were any), and POSIX message queues are "
+                        "refused to it")
             fs.append("user: active: the worker runs as an unprivileged user of its own (no capabilities, "
-                      "no_new_privs); the reference, suites, results and grader files are closed to it; the "
-                      "scratch folder is the only place it may write; all its processes are killed after "
-                      "grading; no network (a seccomp filter refuses every socket but AF_UNIX)")
+                      "no_new_privs); the reference, suites, results and grader files are closed to it; "
+                      f"{left}; all its processes are killed after grading; no network (a seccomp filter refuses "
+                      "every socket but AF_UNIX)")
         elif not self.bwrap:
             fs.append(f"{NO_ISOLATION}: the worker ran with the grader's rights: it could read the reference "
                       f"and hidden suites and rewrite results ({ALLOW_UNSANDBOXED} was set); these scores "
@@ -147,9 +158,16 @@ def detect(mode: str = "auto", limits: Limits | None = None) -> Protections:
             f"from the student's code ({why}). Install Debian's `bubblewrap` where it can create namespaces, "
             f"or {user_fix()}; to grade without any isolation (trusted code only), set {ALLOW_UNSANDBOXED}=1, and "
             "every report will say so.")
+    if not usable:  # the seccomp filter closes the network without bubblewrap: it must compile here
+        try:
+            syscalls.worker_filter()
+        except syscalls.FilterUnavailable as exc:
+            raise SandboxUnavailable(f"refusing to grade: without bubblewrap the worker's network is closed by a "
+                                     f"seccomp filter, and {exc}") from None
     pids, cpu = cgroups.supported()
     return Protections(bwrap=usable, bwrap_note=note, pids_cgroup=pids, cpu_cgroup=cpu,
-                       limits=within_hard_limits(limits or Limits()), user=as_user)
+                       limits=within_hard_limits(limits or Limits()), user=as_user,
+                       private_ns=as_user and user.private_namespaces())
 
 
 def user_fix() -> str:
@@ -179,6 +197,4 @@ def within_hard_limits(limits: Limits) -> Limits:
 
 @functools.lru_cache(maxsize=None)
 def user_status() -> tuple[bool, str]:
-    from autograder.sandbox import user
-
     return user.probe()

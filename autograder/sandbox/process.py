@@ -26,8 +26,8 @@ from typing import Any, Callable
 
 from autograder.model import wire
 from autograder.model.results import GRADER_FAULT
-from autograder.harness.student import GraderOverloaded, Student, scenario_name
-from autograder.sandbox import bwrap, staging, user
+from autograder.harness.student import GraderOverloaded, Student, checked_stores, scenario_name
+from autograder.sandbox import bwrap, staging, syscalls, user
 from autograder.sandbox.cgroups import WorkerCgroup
 from autograder.sandbox.cputime import Machine, Meter, backstop, descendants, process_cpu
 from autograder.sandbox.framing import FrameError, read_frame, write_frame
@@ -168,6 +168,7 @@ class Worker:
         self.account: user.Account | None = account
         self.owns_account = account is None
         self.shared = False
+        self.swept: list[str] = []  # what its user left where anyone may write, removed when it stopped
         # Shared by every worker of this grading (the interpreting sibling, the builds' worker).
         self.ran = ran if ran is not None else CodeRan()
         self.meter: Meter | None = None  # the last call's use of the machine
@@ -235,7 +236,7 @@ class Worker:
                 self._kill(proc)
         self.current = self.spare = None
         if self.account is not None and self.owns_account:  # and whatever escaped the process groups: all of the uid
-            self.account.release()
+            self.swept += self.account.release()
             self.account = None
 
     def shared_account(self) -> user.Account | None:
@@ -339,8 +340,12 @@ class Worker:
             rlimits["nproc"] = limits.max_pids
         if self.account is not None:
             rlimits["user"] = [self.account.uid, self.account.gid]
+            if self.protections.private_ns:  # what it writes where anyone may, and its IPC, end with it
+                rlimits["private"] = {"cover": list(user.world_writable()),
+                                      "keep": sorted({str(self.lib), str(self.submission), str(self.scratch.parent),
+                                                      *bwrap.python_prefixes()})}
         if not self.protections.bwrap:  # bubblewrap's own network namespace closes it there
-            rlimits["no_network"] = True
+            rlimits["seccomp"] = syscalls.worker_filter(refuse_message_queues=not self.protections.private_ns).hex()
         return rlimits, cgroup
 
     def _take_account(self) -> None:
@@ -368,8 +373,8 @@ class Worker:
         if verdict == "overloaded":
             used = self.meter.used
             return GraderOverloaded(f"the grader was overloaded: after {self.meter.wall:.0f} s the call had used "
-                                    f"{used.cpu:.1f} of its {timeout:g} CPU seconds and waited {used.waiting:.0f} s "
-                                    "for a core; it is graded again with less running beside it")
+                                    f"{used.cpu:.1f} of its {timeout:g} CPU seconds, and for {used.waiting:.0f} s the "
+                                    "machine had no free core; it is graded again with less running beside it")
         if verdict == "idle":
             reason = (f"the call timed out after {timeout:g} s without computing (waiting on a sleep, a lock, a "
                       "pipe or input that never comes)")
@@ -458,7 +463,8 @@ class RemoteStudent(Student):
                 return answer
         own = getattr(scenario, "cpu_budget", None)
         worker = self.worker.interpreter() if getattr(scenario, "interpreted", False) else self.worker
-        return self._request(name, {"op": "scenario", "name": name, "kwargs": kwargs}, own, worker)
+        return checked_stores(scenario, kwargs,
+                              self._request(name, {"op": "scenario", "name": name, "kwargs": kwargs}, own, worker))
 
     def _request(self, target: str, message: dict, own: float | None = None, worker: Worker | None = None) -> Any:
         worker = worker or self.worker

@@ -10,18 +10,30 @@ back) and before any student code exists.
 What that user can do is set by permissions: the stage folder is open to its group only, the
 submission copy and the worker library are readable, the scratch folder is the only one it may
 write, and the grader's own files (reference, suites, everything beside them) are closed to
-others. When grading ends every process of the uid is killed, round after round until none is left,
-and then everything the uid owns in the world-writable folders (/tmp, /var/tmp, /dev/shm) is removed,
-so that nothing of one submission waits there for the next one graded under the same uid. The network
-is closed by the launcher's seccomp filter (launch.py).
+others. The network is closed by the launcher's seccomp filter (launch.py).
+
+Besides its scratch folder the uid may write wherever any user may: the world-writable folders of this
+machine (/tmp, /var/tmp, /dev/shm, /run/lock, ...: `world_writable` finds them all, once), and System V
+IPC objects and POSIX message queues, which outlive a process. Where the grader may (root with the right
+to make namespaces), the launcher gives the worker private mount and IPC namespaces before it drops to
+the uid: every world-writable folder is an empty tmpfs of the worker's own, and everything it writes
+there, its IPC objects and its message queues end with its last process. Where even that is refused (a
+hosted container), they are swept instead: when grading ends every process of the uid is killed, round
+after round until none is left, then every file the uid owns in those folders and every System V IPC
+object it owns or made is removed; POSIX message queues, which only a mounted /dev/mqueue lists, are
+refused to it by the seccomp filter there (`sweep`). Either way nothing of one submission waits for the
+next one graded under the same uid, and the grading log says which of the two ran.
 """
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
+import functools
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -34,7 +46,8 @@ from autograder.sandbox.staging import remove_tree
 FIRST_UID = 61_000  # above the ranges Debian gives system and login users (they end at 59999)
 ACCOUNTS = 64  # slots graded at once on one machine, at most
 KILL_PATIENCE = 20.0
-WORLD_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm")
+# Virtual filesystems of the kernel: nothing there is a folder a process leaves files in.
+NOT_WALKED = ("/proc", "/sys")
 
 
 def _lock_dir() -> Path:
@@ -80,14 +93,16 @@ class Account:
                 continue
             account = cls(uid, uid, fd)
             account.kill_all()  # left over by a grader that died without cleaning up
-            remove_files_of(uid)
+            sweep(uid)
             return account
         raise OSError(f"all {ACCOUNTS} sandbox users (uid {FIRST_UID} and up) are in use")
 
-    def release(self) -> None:
+    def release(self) -> list[str]:
+        """Kill every process of the uid and sweep what it left (`sweep`); return what was removed."""
         self.kill_all()
-        remove_files_of(self.uid)
+        removed = sweep(self.uid)
         os.close(self.lock)
+        return removed
 
     def pids(self) -> list[int]:
         return processes_of(self.uid)
@@ -123,11 +138,74 @@ class Account:
         scratch.chmod(0o700)
 
 
-def remove_files_of(uid: int, roots: tuple[str, ...] = WORLD_WRITABLE) -> list[str]:
+@functools.lru_cache(maxsize=None)
+def world_writable(root: str = "/") -> tuple[str, ...]:
+    """Every folder below `root` that any user may write (mode o+w), outermost only (what lies below one is
+    covered with it), found once by a walk of the machine's filesystems that never follows a symlink and
+    skips the kernel's virtual ones (NOT_WALKED). About two seconds on a developer's machine: it is asked
+    for only where the worker runs as a user of its own."""
+    found: list[str] = []
+
+    def walk(top: str) -> None:
+        try:
+            entries = os.scandir(top)
+        except OSError:
+            return
+        with entries:
+            for entry in entries:
+                try:
+                    if not entry.is_dir(follow_symlinks=False):
+                        continue
+                    mode = entry.stat(follow_symlinks=False).st_mode
+                except OSError:
+                    continue
+                if mode & stat.S_IWOTH:
+                    found.append(entry.path)
+                elif entry.path not in NOT_WALKED:
+                    walk(entry.path)
+
+    walk(root)
+    return tuple(sorted(found))
+
+
+def sweep(uid: int) -> list[str]:
+    """Remove what `uid` (its processes gone) left where any user may write: its files in every
+    world-writable folder and its System V IPC objects. Returns what was removed, as lines for the log."""
+    removed = [f"file {path}" for path in remove_files_of(uid, world_writable(), removed_only=True)]
+    return removed + remove_ipc_of(uid)
+
+
+def remove_ipc_of(uid: int) -> list[str]:
+    """Remove every System V shared memory segment, message queue and semaphore set that `uid` owns or
+    created (/proc/sysvipc/shm, msg and sem of this IPC namespace); return them as "shm 0x4c4c4d53 (id 7)"."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    # kind: (the id's column, its remover); IPC_RMID is 0
+    kinds = {"shm": ("shmid", lambda i: libc.shmctl(i, 0, None)), "msg": ("msqid", lambda i: libc.msgctl(i, 0, None)),
+             "sem": ("semid", lambda i: libc.semctl(i, 0, 0))}
+    removed = []
+    for kind, (column, remove) in kinds.items():
+        try:
+            lines = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()
+        except OSError:
+            continue
+        if not lines:
+            continue
+        header = lines[0].split()
+        for line in lines[1:]:
+            row = dict(zip(header, line.split()))
+            if str(uid) not in (row.get("uid"), row.get("cuid")):
+                continue
+            ident = int(row[column])
+            if remove(ident) == 0:
+                removed.append(f"{kind} {int(row['key']):#010x} (id {ident})")
+    return removed
+
+
+def remove_files_of(uid: int, roots: tuple[str, ...], removed_only: bool = False) -> list[str]:
     """Remove every file and folder `uid` owns below `roots` (its processes already gone); return those
-    that could not be removed. Symlinks are removed, never followed; the grader's own stage folders
+    that could not be removed (with `removed_only`: those that were). Symlinks are removed, never followed; the grader's own stage folders
     (root's, named llmsys-*) are not entered: each is removed whole by the grading that made it."""
-    left = []
+    left, gone = [], []
     for root in roots:
         for top, dirs, files in os.walk(root):  # never through a symlink
             for name in list(dirs) + files:
@@ -144,11 +222,13 @@ def remove_files_of(uid: int, roots: tuple[str, ...] = WORLD_WRITABLE) -> list[s
                     if os.path.isdir(path) and not os.path.islink(path):
                         if not remove_tree(Path(path)):
                             left.append(path)
+                            continue
                     else:
                         os.unlink(path)
+                    gone.append(path)
                 except OSError:
                     left.append(path)
-    return left
+    return gone if removed_only else left
 
 
 def share_read_only(folder: Path) -> None:
@@ -199,6 +279,17 @@ def _python_prefixes() -> list[str]:
     from autograder.sandbox.bwrap import python_prefixes
 
     return python_prefixes()
+
+
+@functools.lru_cache(maxsize=None)
+def private_namespaces() -> bool:
+    """Whether this process may give a worker private mount and IPC namespaces (root, where no seccomp
+    profile refuses unshare): asked of a child, so that this process's own namespaces stay as they are."""
+    code = "import ctypes, sys; sys.exit(ctypes.CDLL(None, use_errno=True).unshare(0x00020000 | 0x08000000) != 0)"
+    try:
+        return subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
 
 
 def probe(uid: int = FIRST_UID + ACCOUNTS) -> tuple[bool, str]:

@@ -19,7 +19,11 @@ here and never imported. A Triton task's module (and the package code it uses) s
   name, `eval`, `exec`, `__import__`, `globals()` ...).
 - *every module of the package* (the worker imports them all in one process): nothing that changes
   another module at run time (assignments into a package module, sys.modules, importlib, gc,
-  inspect, builtins, setattr, a string naming the task's module).
+  inspect, builtins, setattr, a string naming the task's module), nothing that runs code this check
+  cannot read (exec, eval, compile, a file written and imported, pickle, marshal, code objects), and
+  nothing that reaches a tensor's memory around torch (ctypes, `.numpy()`, `torch.from_numpy`, data
+  pointers, the array and DLPack protocols). The grader also observes what the kernels store under the
+  interpreter (kernels/stores.py): these rules keep the code that could tamper with that observation out.
 
 What is a tensor is found by a small data-flow analysis (autograder/static/flow.py): the rule names each entry point's tensor
 parameters (`flash_forward_triton`: q, k, v; `FlashAttentionTriton.forward`: ctx, q, k, v), in any
@@ -95,6 +99,17 @@ KERNEL_NAMES = ("triton.language.*", "triton.cdiv", "triton.next_power_of_2", "t
 # What changes other modules at run time: forbidden in every module of a package with a Triton task.
 PATCHERS = ("sys.modules", "importlib", "importlib.*", "builtins", "builtins.*", "gc", "gc.*", "inspect",
             "inspect.*")
+# What runs code the rules cannot read, or reaches memory around torch: forbidden in every module too.
+HIDDEN_CODE = ("exec", "eval", "compile", "open", "breakpoint", "memoryview")
+HIDDEN_NAMES = ("ctypes", "ctypes.*", "mmap", "mmap.*", "marshal", "marshal.*", "pickle", "pickle.*", "runpy",
+                "runpy.*", "code", "code.*", "codeop", "codeop.*", "subprocess", "subprocess.*", "types.CodeType",
+                "types.FunctionType", "types.ModuleType", "sys.path", "sys.path.*", "os.system", "os.popen",
+                "os.open", "os.write", "os.fdopen", "os.fork", "os.exec*", "os.spawn*", "torch.from_numpy",
+                "torch.frombuffer", "torch.utils.dlpack", "torch.utils.dlpack.*", "numpy.ctypeslib",
+                "numpy.ctypeslib.*", "numpy.frombuffer", "numpy.asarray", "numpy.lib.stride_tricks",
+                "numpy.lib.stride_tricks.*")
+HIDDEN_ATTRIBUTES = ("numpy", "data_ptr", "__array__", "__array_interface__", "__cuda_array_interface__",
+                     "__dlpack__", "__code__", "__globals__", "__builtins__", "__closure__")
 IMPORTS = ("torch", "triton", "triton.language", "math", "typing", "__future__", "dataclasses", "functools",
            "warnings", "os", "kernels", "kernels.device")
 
@@ -152,6 +167,15 @@ def scan(package_root: Path, package: str, rules: list[TritonRules]) -> list[Vio
     return found
 
 
+HIDDEN_WHY = "which runs code this check cannot read or reaches a tensor's memory around torch"
+
+
+def _hidden(dotted: str) -> bool:
+    """A dotted name of HIDDEN_NAMES (`os.exec*` matches every os.exec... function)."""
+    return _matches(dotted, HIDDEN_NAMES) or any(p.endswith("*") and not p.endswith(".*") and dotted.startswith(p[:-1])
+                                                 for p in HIDDEN_NAMES)
+
+
 # --- The rules ----------------------------------------------------------------------------------
 
 class _Analysis(FlowAnalysis):
@@ -185,7 +209,8 @@ class _Analysis(FlowAnalysis):
     def _patching(self, module: _Module) -> None:
         """Any module of the package (the worker imports them all, in one process) may not change another
         module at run time: no assignment into a package module, no sys.modules, importlib, gc, inspect
-        or builtins, no string naming a Triton task's module (docstrings aside)."""
+        or builtins, no string naming a Triton task's module (docstrings aside); nor run code this check
+        cannot read or reach memory around torch (HIDDEN_CODE, HIDDEN_NAMES, HIDDEN_ATTRIBUTES)."""
         docstrings = {id(n.value) for n in ast.walk(module.tree) if isinstance(n, ast.Expr)}
         stems = {(m.rpartition(".")[2], m) for m in self.tasks}
         for node in ast.walk(module.tree):
@@ -194,6 +219,10 @@ class _Analysis(FlowAnalysis):
                 names = [a.name for a in node.names] if isinstance(node, ast.Import) else [
                     module.absolute(node.module, node.level)]
                 why = next((f"imports `{n}`" for n in names if _matches(n, PATCHERS)), "")
+                why = why or next((f"imports `{n}`, {HIDDEN_WHY}" for n in names if _hidden(n)), "")
+                if not why and isinstance(node, ast.ImportFrom):
+                    why = next((f"imports `{names[0]}.{a.name}`, {HIDDEN_WHY}" for a in node.names
+                                if _hidden(f"{names[0]}.{a.name}") or a.name in HIDDEN_CODE), "")
             elif isinstance(node, ast.Attribute):
                 chain = _dotted(node)
                 dotted = ".".join([module.aliases[chain[0]], *chain[1]]) if chain and chain[0] in module.aliases else ""
@@ -201,8 +230,14 @@ class _Analysis(FlowAnalysis):
                     why = f"changes `{dotted}`, a module of the package"
                 elif dotted and _matches(dotted, PATCHERS) and not isinstance(_parent(node), ast.Attribute):
                     why = f"uses `{dotted}`"
+                elif dotted and _hidden(dotted) and not isinstance(_parent(node), ast.Attribute):
+                    why = f"uses `{dotted}`, {HIDDEN_WHY}"
+                elif node.attr in HIDDEN_ATTRIBUTES:
+                    why = f"uses `.{node.attr}`, {HIDDEN_WHY}"
             elif isinstance(node, ast.Name) and node.id in ("__import__", "setattr", "delattr", "globals", "vars"):
                 why = f"uses `{node.id}`"
+            elif isinstance(node, ast.Name) and node.id in HIDDEN_CODE:
+                why = f"uses `{node.id}`, {HIDDEN_WHY}"
             elif (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
                   and module.name not in self.tasks
                   and any(node.value.strip() in (stem, task) or task in node.value for stem, task in stems)):

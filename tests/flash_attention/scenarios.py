@@ -18,11 +18,14 @@ def _cpu(*tensors: torch.Tensor) -> list[torch.Tensor]:
 
 
 def _autograd(function, q, k, v, do, is_causal: bool, device: str) -> dict:
+    from kernels.stores import accounts, package_dir, record_stores
+
     leaves = [t.requires_grad_() for t in _on(device, q, k, v)]
-    o = function.apply(*leaves, is_causal)
-    dq, dk, dv = torch.autograd.grad(o, leaves, do.to(device))
+    with record_stores(package_dir("flash_attention")) as stores:
+        o = function.apply(*leaves, is_causal)
+        dq, dk, dv = torch.autograd.grad(o, leaves, do.to(device))
     o, dq, dk, dv = _cpu(o, dq, dk, dv)
-    return {"o": o, "dq": dq, "dk": dk, "dv": dv}
+    return {"o": o, "dq": dq, "dk": dk, "dv": dv, "kernel_stores": accounts(stores, o=o, dq=dq, dk=dk, dv=dv)}
 
 
 def pytorch_autograd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, do: torch.Tensor, is_causal: bool) -> dict:
@@ -45,9 +48,12 @@ def triton_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal:
     """(o, lse) of flash_forward_triton on `device` (tiles None: the implementation's defaults)."""
     from flash_attention.flash_triton import flash_forward_triton
 
-    o, lse = flash_forward_triton(*_on(device, q, k, v), is_causal=is_causal, q_tile=q_tile, k_tile=k_tile)
+    from kernels.stores import accounts, package_dir, record_stores
+
+    with record_stores(package_dir("flash_attention")) as stores:
+        o, lse = flash_forward_triton(*_on(device, q, k, v), is_causal=is_causal, q_tile=q_tile, k_tile=k_tile)
     o, lse = _cpu(o, lse)
-    return {"o": o, "lse": lse}
+    return {"o": o, "lse": lse, "kernel_stores": accounts(stores, o=o, lse=lse)}
 
 
 def triton_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor,
@@ -55,10 +61,16 @@ def triton_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.
     """(dq, dk, dv) of flash_backward_triton on `device`."""
     from flash_attention.flash_triton import flash_backward_triton
 
-    grads = flash_backward_triton(*_on(device, q, k, v, o, lse, do), is_causal=is_causal, q_tile=q_tile,
-                                  k_tile=k_tile)
+    from kernels.stores import accounts, package_dir, record_stores
+
+    with record_stores(package_dir("flash_attention")) as stores:
+        grads = flash_backward_triton(*_on(device, q, k, v, o, lse, do), is_causal=is_causal, q_tile=q_tile,
+                                      k_tile=k_tile)
     dq, dk, dv = _cpu(*grads)
-    return {"dq": dq, "dk": dk, "dv": dv}
+    return {"dq": dq, "dk": dk, "dv": dv, "kernel_stores": accounts(stores, dq=dq, dk=dk, dv=dv)}
+
+
+triton_autograd.stores = triton_forward.stores = triton_backward.stores = True
 
 
 def pytorch_saved_tensors(seed: int, lead: list, n_queries: int, n_keys: int, head_dim: int) -> list:

@@ -4,6 +4,9 @@ They run where the student's code runs (in the grader's sandboxed worker when gr
 student's modules inside their bodies, and return only wire types. Tensors come and go on the CPU: a
 scenario moves its inputs to `device` ("cpu" for the Triton interpreter, "cuda" on a GPU), applies the
 strided view the test names (conftest.apply_view, the same code), and moves results back.
+
+The kernels' scenarios (`stores = True`) also say, under the interpreter, which elements of each result
+the student's kernels stored (kernels.stores): the tests' `student` checks that all of them were.
 """
 
 import kernels  # noqa: F401  (selects Triton's mode before anything imports Triton)
@@ -21,22 +24,24 @@ def _view(x: torch.Tensor, view: str | None) -> torch.Tensor:
     return {"t": lambda: x.transpose(-1, -2), "step": lambda: x[..., ::2], "offset": lambda: x[1:]}[view]()
 
 
-def _launched(call):
-    """call()'s result on the CPU and the names of the Triton kernels it launched."""
+def _launched(call, key: str) -> dict:
+    """{key: call()'s result on the CPU, "launches": the Triton kernels it launched, "kernel_stores": which of
+    its elements the package's kernels stored (under the interpreter)}."""
     from kernels.launches import record_launches
+    from kernels.stores import accounts, package_dir, record_stores
 
-    with record_launches() as launches:
+    with record_launches() as launches, record_stores(package_dir("gpu_kernels")) as stores:
         result = call()
-    return result.detach().to("cpu"), list(launches.names)
+    return {key: result.detach().to("cpu"), "launches": list(launches.names),
+            "kernel_stores": accounts(stores, **{key: result})}
 
 
 def gelu(x: torch.Tensor, view, device: str) -> dict:
-    """gelu_triton of `view` of x on `device`: {"y": tensor, "launches": [kernel names]}."""
+    """gelu_triton of `view` of x on `device`: {"y": tensor, "launches": [kernel names], "kernel_stores"}."""
     from gpu_kernels.elementwise import gelu_triton
 
     x = _view(x.to(device), view)
-    y, launches = _launched(lambda: gelu_triton(x))
-    return {"y": y, "launches": launches}
+    return _launched(lambda: gelu_triton(x), "y")
 
 
 def softmax(x: torch.Tensor, view, block_size, device: str) -> dict:
@@ -44,8 +49,7 @@ def softmax(x: torch.Tensor, view, block_size, device: str) -> dict:
     from gpu_kernels.softmax import softmax_triton
 
     x = _view(x.to(device), view)
-    y, launches = _launched(lambda: softmax_triton(x) if block_size is None else softmax_triton(x, block_size))
-    return {"y": y, "launches": launches}
+    return _launched(lambda: softmax_triton(x) if block_size is None else softmax_triton(x, block_size), "y")
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, bias, activation, a_view, b_view, device: str) -> dict:
@@ -54,8 +58,10 @@ def matmul(a: torch.Tensor, b: torch.Tensor, bias, activation, a_view, b_view, d
 
     a, b = _view(a.to(device), a_view), _view(b.to(device), b_view)
     bias = None if bias is None else bias.to(device)
-    c, launches = _launched(lambda: matmul_triton(a, b, bias, activation))
-    return {"c": c, "launches": launches}
+    return _launched(lambda: matmul_triton(a, b, bias, activation), "c")
+
+
+gelu.stores = softmax.stores = matmul.stores = True
 
 
 # ---- On a GPU: milliseconds, by do_bench, in the same process as the baseline ------------------------

@@ -143,6 +143,7 @@ def _autograd(function, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, do: t
     """
     from kernels.host_ops import computing_ops
     from kernels.launches import record_launches
+    from kernels.stores import accounts, package_dir, record_stores
 
     apply = function.apply
     leaves = [t.requires_grad_() for t in _on(device, q, k, v)]
@@ -154,16 +155,18 @@ def _autograd(function, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, do: t
             rows.append(tensor.detach().to("cpu", copy=True))
         return tensor
 
-    with record_launches() as forward, computing_ops() as forward_ops:
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
-            o = apply(*leaves, is_causal)
-    outputs, upstream = (o.sum(), None) if loss == "sum" else (o, do.to(device))
-    with record_launches() as backward, computing_ops() as backward_ops:
-        grads = torch.autograd.grad(outputs, leaves, upstream)
+    with record_stores(package_dir("flash_attention")) as stores:
+        with record_launches() as forward, computing_ops() as forward_ops:
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+                o = apply(*leaves, is_causal)
+        outputs, upstream = (o.sum(), None) if loss == "sum" else (o, do.to(device))
+        with record_launches() as backward, computing_ops() as backward_ops:
+            grads = torch.autograd.grad(outputs, leaves, upstream)
     o, dq, dk, dv = _cpu(o, *grads)
     return {"o": o, "dq": dq, "dk": dk, "dv": dv, "saved": saved, "rows": rows,
             "launches": {"forward": list(forward.names), "backward": list(backward.names)},
-            "torch_ops": {"forward": forward_ops.names, "backward": backward_ops.names}}
+            "torch_ops": {"forward": forward_ops.names, "backward": backward_ops.names},
+            "kernel_stores": accounts(stores, o=o, dq=dq, dk=dk, dv=dv)}
 
 
 def pytorch_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool, q_tile: int, k_tile: int,
@@ -184,11 +187,14 @@ def triton_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal:
 
     from flash_attention.flash_triton import flash_forward_triton
 
+    from kernels.stores import accounts, package_dir, record_stores
+
     q, k, v = _on(device, q, k, v)
-    with record_launches() as launches, computing_ops() as ops:
+    with record_launches() as launches, computing_ops() as ops, record_stores(package_dir("flash_attention")) as stores:
         o, lse = flash_forward_triton(q, k, v, is_causal=is_causal, q_tile=q_tile, k_tile=k_tile)
     o, lse = _cpu(o, lse)
-    return {"o": o, "lse": lse, "launches": list(launches.names), "torch_ops": ops.names}
+    return {"o": o, "lse": lse, "launches": list(launches.names), "torch_ops": ops.names,
+            "kernel_stores": accounts(stores, o=o, lse=lse)}
 
 
 def triton_forward_dots(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_tile: int, k_tile: int,
@@ -242,11 +248,14 @@ def triton_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.
 
     from flash_attention.flash_triton import flash_backward_triton
 
+    from kernels.stores import accounts, package_dir, record_stores
+
     inputs = _on(device, q, k, v, o, lse, do)
-    with record_launches() as launches, computing_ops() as ops:
+    with record_launches() as launches, computing_ops() as ops, record_stores(package_dir("flash_attention")) as stores:
         grads = flash_backward_triton(*inputs, is_causal=is_causal, q_tile=q_tile, k_tile=k_tile)
     dq, dk, dv = _cpu(*grads)
-    return {"dq": dq, "dk": dk, "dv": dv, "launches": list(launches.names), "torch_ops": ops.names}
+    return {"dq": dq, "dk": dk, "dv": dv, "launches": list(launches.names), "torch_ops": ops.names,
+            "kernel_stores": accounts(stores, dq=dq, dk=dk, dv=dv)}
 
 
 def _views(device: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -261,25 +270,37 @@ def _views(device: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tu
 def triton_forward_views(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool, q_tile, k_tile,
                          device: str) -> dict:
     """(o, lse) of flash_forward_triton on views that are not dense (_views), and the strides it was given."""
+    from kernels.stores import accounts, package_dir, record_stores
+
     from flash_attention.flash_triton import flash_forward_triton
 
     q, k, v = _views(device, q, k, v)
-    o, lse = flash_forward_triton(q, k, v, is_causal=is_causal, q_tile=q_tile, k_tile=k_tile)
+    with record_stores(package_dir("flash_attention")) as stores:
+        o, lse = flash_forward_triton(q, k, v, is_causal=is_causal, q_tile=q_tile, k_tile=k_tile)
     o, lse = _cpu(o, lse)
-    return {"o": o, "lse": lse, "strides": [list(q.stride()), list(k.stride())]}
+    return {"o": o, "lse": lse, "strides": [list(q.stride()), list(k.stride())],
+            "kernel_stores": accounts(stores, o=o, lse=lse)}
 
 
 def triton_backward_views(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor,
                           do: torch.Tensor, is_causal: bool, q_tile, k_tile, device: str) -> dict:
     """(dq, dk, dv) of flash_backward_triton on q, k, v as views that are not dense (_views; o, lse and do
     dense), and the strides it was given."""
+    from kernels.stores import accounts, package_dir, record_stores
+
     from flash_attention.flash_triton import flash_backward_triton
 
     q, k, v = _views(device, q, k, v)
     o, lse, do = _on(device, o, lse, do)
-    grads = flash_backward_triton(q, k, v, o, lse, do, is_causal=is_causal, q_tile=q_tile, k_tile=k_tile)
+    with record_stores(package_dir("flash_attention")) as stores:
+        grads = flash_backward_triton(q, k, v, o, lse, do, is_causal=is_causal, q_tile=q_tile, k_tile=k_tile)
     dq, dk, dv = _cpu(*grads)
-    return {"dq": dq, "dk": dk, "dv": dv, "strides": [list(q.stride()), list(k.stride())]}
+    return {"dq": dq, "dk": dk, "dv": dv, "strides": [list(q.stride()), list(k.stride())],
+            "kernel_stores": accounts(stores, dq=dq, dk=dk, dv=dv)}
+
+
+triton_autograd.stores = triton_forward.stores = triton_backward.stores = True
+triton_forward_views.stores = triton_backward_views.stores = True
 
 
 # Atomic adds (the handout's dQ "with atomics") sum in the order the programs run: equal up to rounding.

@@ -11,8 +11,6 @@ points for it alone (that a Triton kernel computed a result rests on the static 
 autograder/static/triton_rules.py).
 """
 
-from contextlib import contextmanager
-
 import kernels  # noqa: F401  (entering a dispatch mode imports Triton: select its mode first)
 import torch
 import torch.nn.functional as F
@@ -29,14 +27,17 @@ def _view(x: torch.Tensor, view) -> torch.Tensor:
 
 
 def _observed(call) -> dict:
-    """call()'s result on the CPU, the Triton kernels it launched and the computing torch ops it ran."""
+    """call()'s result on the CPU, the Triton kernels it launched, the computing torch ops it ran, and (under the
+    interpreter) which elements of the result the package's kernels stored (kernels.stores)."""
     from kernels.host_ops import computing_ops
     from kernels.launches import record_launches
+    from kernels.stores import accounts, package_dir, record_stores
 
-    with record_launches() as launches, computing_ops() as ops:
+    with record_launches() as launches, computing_ops() as ops, record_stores(package_dir("gpu_kernels")) as stores:
         result = call()
     out = result.detach().to("cpu") if isinstance(result, torch.Tensor) else result
-    return {"out": out, "launches": list(launches.names), "torch_ops": ops.names}
+    return {"out": out, "launches": list(launches.names), "torch_ops": ops.names,
+            "kernel_stores": accounts(stores, out=result)}
 
 
 def gelu(x: torch.Tensor, view, device: str) -> dict:
@@ -62,6 +63,9 @@ def matmul(a: torch.Tensor, b: torch.Tensor, bias, activation, a_view, b_view, d
     a, b = _view(a.to(device), a_view), _view(b.to(device), b_view)
     bias = None if bias is None else bias.to(device)
     return _observed(lambda: matmul_triton(a, b, bias, activation))
+
+
+gelu.stores = softmax.stores = matmul.stores = True
 
 
 def program_order(kernel: str, inputs: dict, device: str):
@@ -229,203 +233,46 @@ def profile_calls(size: int, k: int) -> dict:
     return {"calls": len(calls), "top": top}
 
 
-# ---- What each program loads, under Triton's interpreter (the design of §2 to §4) -------------------
-
-
-@contextmanager
-def _loads_per_program(tensors: dict, program_shift: int = 0):
-    """Under Triton's interpreter, record what each program of each kernel launched in the block loads
-    from `tensors` (name -> tensor): yields a list, one entry per launch, {"grid": [x, y, z], "programs":
-    [{"program": [x, y, z], "loads": [{name: [element index, ...] for each tensor it touched}, ...]}]},
-    one dict per load call (its enabled lanes only; indices into the tensor's storage). Yields None when
-    kernels are compiled (on a GPU), where nothing can be counted this way.
-
-    program_shift: add it to every tl.program_id(0) the kernels read (the launched programs stay the
-    same), so that a kernel believes it is a program far into a huge grid.
-
-    How: the interpreter sets the grid of a launch (`set_grid_dim`), runs each program after `set_grid_idx`,
-    and every tl.load ends in its builder's `create_masked_load` (`create_load` for an unmasked one); the
-    program id comes from `create_get_program_id`. They are wrapped on the builder's class and restored.
-    """
-    from kernels.device import interpreted
-
-    if not interpreted():
-        yield None
-        return
-    import numpy as np
-    from triton.runtime import interpreter
-
-    builder = interpreter.InterpreterBuilder
-    names = ("set_grid_dim", "set_grid_idx", "create_load", "create_masked_load", "create_get_program_id")
-    originals = {name: builder.__dict__[name] for name in names}
-    ranges = {name: (t.untyped_storage().data_ptr(), t.untyped_storage().nbytes(), t.element_size())
-              for name, t in tensors.items()}
-    launches: list[dict] = []
-    inside = []  # create_load calls create_masked_load in some Triton versions: record the outer call only
-
-    def record(ptrs, mask) -> None:
-        if not launches or not launches[-1]["programs"]:
-            return
-        addresses = np.asarray(ptrs.data, dtype=np.uint64)
-        enabled = np.broadcast_to(np.asarray(mask.data, dtype=bool), addresses.shape)
-        loaded = addresses[enabled].astype(np.int64)
-        found = {}
-        for name, (start, size, itemsize) in ranges.items():
-            inside_tensor = loaded[(loaded >= start) & (loaded < start + size)]
-            if inside_tensor.size:
-                found[name] = sorted(int(i) for i in (inside_tensor - start) // itemsize)
-        launches[-1]["programs"][-1]["loads"].append(found)
-
-    def set_grid_dim(self, *grid):
-        launches.append({"grid": [int(g) for g in grid], "programs": []})
-        return originals["set_grid_dim"](self, *grid)
-
-    def set_grid_idx(self, *index):
-        if launches:
-            launches[-1]["programs"].append({"program": [int(i) for i in index], "loads": []})
-        return originals["set_grid_idx"](self, *index)
-
-    def create_load(self, ptrs, *args, **kwargs):
-        record(ptrs, interpreter.TensorHandle(np.ones_like(ptrs.data, dtype=bool), None))
-        inside.append(True)
-        try:
-            return originals["create_load"](self, ptrs, *args, **kwargs)
-        finally:
-            inside.pop()
-
-    def create_masked_load(self, ptrs, mask, *args, **kwargs):
-        if not inside:
-            record(ptrs, mask)
-        return originals["create_masked_load"](self, ptrs, mask, *args, **kwargs)
-
-    def create_get_program_id(self, axis):
-        handle = originals["create_get_program_id"](self, axis)
-        if axis == 0 and program_shift:
-            handle.data = (handle.data.astype(np.int64) + program_shift).astype(handle.data.dtype)
-        return handle
-
-    for name in names:
-        setattr(builder, name, locals()[name])
-    try:
-        yield launches
-    finally:
-        for name, original in originals.items():
-            setattr(builder, name, original)
+# ---- What each program loads, under Triton's interpreter (the design of §2 to §4: kernels.design) -------
 
 
 def softmax_loads(x: torch.Tensor, block_size, device: str) -> dict:
-    """softmax_triton(x, block_size) on `device`: its output and what each program loaded from x
-    (_loads_per_program; "launches" None when compiled)."""
-    device = interpreter_device(device)
-    from gpu_kernels.softmax import softmax_triton
+    """kernels.design.softmax_loads of x on `device`."""
+    from kernels import design
 
-    x = x.to(device)
-    with _loads_per_program({"x": x}) as launches:
-        y = softmax_triton(x, block_size)
-    return {"out": y.detach().to("cpu"), "launches": launches}
-
-
-softmax_loads.interpreted = True  # counts under the interpreter: the grader runs it there on any machine
+    return design.softmax_loads(x.to(interpreter_device(device)), block_size)
 
 
 def gelu_shifted_loads(x: torch.Tensor, shift: int, device: str) -> dict:
-    """gelu_triton(x) on `device` with every program id read as itself + `shift`: the launches and what each
-    program loaded from x (None when compiled). With int32 offsets, pid · BLOCK wraps around past 2^31 and
-    the shifted programs load x's first elements; with int64 offsets they are past the end, masked off."""
-    device = interpreter_device(device)
-    from gpu_kernels.elementwise import gelu_triton
+    """kernels.design.gelu_shifted_loads of x on `device`."""
+    from kernels import design
 
-    x = x.to(device)
-    with _loads_per_program({"x": x}, program_shift=shift) as launches:
-        gelu_triton(x)
-    return {"launches": launches}
-
-
-gelu_shifted_loads.interpreted = True  # counts under the interpreter: the grader runs it there on any machine
+    return design.gelu_shifted_loads(x.to(interpreter_device(device)), shift)
 
 
 def matmul_loads(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, activation, device: str) -> dict:
-    """matmul_triton(a, b, bias, activation) on `device`: its output and what each program loaded from a, b
-    and the bias (_loads_per_program; None when compiled)."""
+    """kernels.design.matmul_loads of a, b and the bias on `device`."""
+    from kernels import design
+
     device = interpreter_device(device)
-    from gpu_kernels.matmul import matmul_triton
-
-    a, b, bias = a.to(device), b.to(device), bias.to(device)
-    with _loads_per_program({"a": a, "b": b, "bias": bias}) as launches:
-        c = matmul_triton(a, b, bias, activation)
-    return {"out": c.detach().to("cpu"), "launches": launches}
-
-
-matmul_loads.interpreted = True  # counts under the interpreter: the grader runs it there on any machine
-
-
-_STUDENT_TILE_OF = None  # the student's _tile_of, called by tile_of's probe kernel
+    return design.matmul_loads(a.to(device), b.to(device), bias.to(device), activation)
 
 
 def tile_of(M: int, N: int, block_m: int, block_n: int, group_m: int, device: str):
-    """The (tile_m, tile_n) the student's `_tile_of(pid, M, N, block_m, block_n, group_m)` gives each pid of the
-    grid cdiv(M, block_m) · cdiv(N, block_n), as a list of pairs, by a probe kernel that calls it; None when
-    compiled (the probe calls the student's helper through a global, which only the interpreter re-reads)."""
-    device = interpreter_device(device)
-    global _STUDENT_TILE_OF
-    from kernels.device import interpreted
+    """kernels.design.tile_of: the tile the student's `_tile_of` gives each pid (None when compiled)."""
+    from kernels import design
 
-    if not interpreted():
-        return None
-    import triton
-    import triton.language as tl
-
-    from gpu_kernels import matmul
-
-    @triton.jit
-    def _tile_probe(OUT, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
-        pid = tl.program_id(0)
-        tile_m, tile_n = _STUDENT_TILE_OF(pid, M, N, BLOCK_M, BLOCK_N, GROUP_M)
-        tl.store(OUT + 2 * pid, tile_m)
-        tl.store(OUT + 2 * pid + 1, tile_n)
-
-    programs = triton.cdiv(M, block_m) * triton.cdiv(N, block_n)
-    out = torch.full((programs, 2), -1, dtype=torch.int32, device=device)
-    _STUDENT_TILE_OF = matmul._tile_of
-    try:
-        _tile_probe[(programs,)](out, M, N, BLOCK_M=block_m, BLOCK_N=block_n, GROUP_M=group_m)
-    finally:
-        _STUDENT_TILE_OF = None
-    return out.to("cpu").tolist()
-
-
-tile_of.interpreted = True  # counts under the interpreter: the grader runs it there on any machine
+    return design.tile_of(M, N, block_m, block_n, group_m)
 
 
 def matmul_with_marked_gelu(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, device: str):
-    """matmul_triton(a, b, bias, "gelu") on `device` with elementwise.gelu_tanh (and every name of matmul.py
-    bound to it) replaced by a marker that returns 7 everywhere: the output, all 7 when the epilogue calls
-    gelu_tanh; None when compiled (a compiled kernel keeps the helper it was built with)."""
+    """kernels.design.matmul_with_marked_gelu of a, b and the bias on `device`."""
+    from kernels import design
+
     device = interpreter_device(device)
-    from kernels.device import interpreted
-
-    if not interpreted():
-        return None
-    import triton
-
-    from gpu_kernels import elementwise, matmul
-
-    @triton.jit
-    def _marker(x):
-        return x * 0.0 + 7.0
-
-    original = elementwise.gelu_tanh
-    bound = [name for name, value in vars(matmul).items() if value is original]
-    elementwise.gelu_tanh = _marker
-    for name in bound:
-        setattr(matmul, name, _marker)
-    try:
-        c = matmul.matmul_triton(a.to(device), b.to(device), bias.to(device), "gelu")
-    finally:
-        elementwise.gelu_tanh = original
-        for name in bound:
-            setattr(matmul, name, original)
-    return c.detach().to("cpu")
+    return design.matmul_with_marked_gelu(a.to(device), b.to(device), bias.to(device))
 
 
-matmul_with_marked_gelu.interpreted = True  # counts under the interpreter: the grader runs it there on any machine
+# Each counts under the interpreter: the grader runs it there on any machine.
+softmax_loads.interpreted = gelu_shifted_loads.interpreted = matmul_loads.interpreted = True
+tile_of.interpreted = matmul_with_marked_gelu.interpreted = True

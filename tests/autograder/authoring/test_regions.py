@@ -86,7 +86,8 @@ def test_the_handouts_host_code_region_names_everything_the_triton_rules_allow(n
     for rule in RULES[name].TRITON_RULES:
         allowed = (rule.imports + rule.host_names + rule.number_names + rule.attributes + rule.builtins
                    + rule.number_builtins + flow.DUNDER_METHODS + triton_rules.KERNEL_NAMES
-                   + triton_rules.PATCHERS + tuple(rule.tensors) + tuple(p for ps in rule.tensors.values() for p in ps))
+                   + triton_rules.PATCHERS + triton_rules.HIDDEN_CODE + triton_rules.HIDDEN_NAMES
+                   + triton_rules.HIDDEN_ATTRIBUTES + tuple(rule.tensors) + tuple(p for ps in rule.tensors.values() for p in ps))
         missing = sorted({n for n in allowed if f"`{n}`" not in text} - {"__name__", "__qualname__", "__doc__"}
                          - set(triton_rules.DUNDER_ALLOWED))
         assert not missing, f"{name}: the host-code region leaves out {missing}"

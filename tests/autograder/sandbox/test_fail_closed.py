@@ -51,8 +51,8 @@ def _daemon(results, notes):
     os.setsid()
     if os.fork():
         os._exit(0)
-    with open(os.path.join(notes, "daemon-%d" % os.getpid()), "w") as note:
-        note.write(str(os.getpid()))
+    with open(os.path.join(notes, "daemon"), "a") as note:
+        note.write("%d\\n" % os.getpid())
     while True:
         for name in ("results.json", "forged"):
             try:
@@ -67,15 +67,15 @@ _daemon(RESULTS, NOTES)
 """
 
 # Appended to the stubs' memory.py for the "spy" run: at import (in the worker, as its own user), what the
-# third outside battery tried in user mode. It leaves files in every world-writable folder, connects to a port
-# the test listens on and reads the hidden suites of the grader's package, and
-# notes what it managed in NOTES/spy.json (an open folder of the test's), where the test reads it.
+# third and fourth outside batteries tried in user mode. It leaves files in every world-writable folder (/run/lock
+# among them) and a System V shared memory segment, connects to a port the test listens on and reads the hidden
+# suites of the grader's package, and notes what it managed in NOTES/spy.json, where the test reads it.
 SPY = """
 
-def _spy(notes, port, marker, source):
-    import glob, json, os, socket
-    found = {"left": [], "connected": [], "network": [], "hidden": []}
-    for folder in ("/tmp", "/var/tmp", "/dev/shm"):
+def _spy(notes, port, marker, source, key):
+    import ctypes, glob, json, os, socket
+    found = {"left": [], "connected": [], "network": [], "hidden": [], "shm": -1}
+    for folder in ("/tmp", "/var/tmp", "/dev/shm", "/run/lock"):
         for path in (os.path.join(folder, marker), os.path.join(folder, marker + "-dir", "inside")):
             try:
                 os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -84,6 +84,7 @@ def _spy(notes, port, marker, source):
                 found["left"].append(path)
             except OSError:
                 pass
+    found["shm"] = ctypes.CDLL(None).shmget(key, 4096, 0o1000 | 0o666)  # IPC_CREAT: a segment that outlives it
     for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
         try:
             with socket.socket(family, socket.SOCK_STREAM) as sock:
@@ -103,7 +104,7 @@ def _spy(notes, port, marker, source):
         json.dump(found, handle)
 
 
-_spy(NOTES, PORT, MARKER, SOURCE)
+_spy(NOTES, PORT, MARKER, SOURCE, KEY)
 """
 
 
@@ -167,12 +168,17 @@ def hosted(tmp_path_factory):
     work.chmod(0o755)
     source = work / "source"
     gradescope.stage(ASSIGNMENT, source)
-    notes = work / "notes"
-    notes.mkdir(mode=0o777)
-    notes.chmod(0o777)
+    # The cheats' notes: files anyone may write in a folder that is not world-writable, so that a worker in
+    # private namespaces (every world-writable folder an empty tmpfs of its own) still reaches them.
+    notes = Path(tempfile.mkdtemp(prefix="llmsys-hosted-notes-", dir="/run" if os.path.isdir("/run") else None))
+    notes.chmod(0o755)
+    for name in ("daemon", "spy.json"):
+        (notes / name).touch()
+        (notes / name).chmod(0o666)
     listener = socket.create_server(("127.0.0.1", 0))  # the spy's target: nothing may reach it
     listener.setblocking(False)
     marker = f"llmsys-spy-{uuid.uuid4().hex}"
+    key = 0x4C4C0000 | uuid.uuid4().int % 0xFFFF  # the spy's System V segment
     members = [m for m in cohort.CHEATS if m.name in CHEATS]
     members += [m for m in cohort.MEMBERS if m.name in ("stubs", "mistake-matmul-flops")]
     built = {p.name: p for p in cohort.build(work / "cohort", [ASSIGNMENT], members)}
@@ -189,6 +195,7 @@ def hosted(tmp_path_factory):
                     handle.write(DAEMON.replace("RESULTS", repr(str(root / "results"))).replace("NOTES", repr(str(notes))))
             if name == "spy":
                 spy = SPY.replace("NOTES", repr(str(notes))).replace("PORT", str(listener.getsockname()[1]))
+                spy = spy.replace("KEY", str(key))
                 with open(root / "submission" / ASSIGNMENT / "memory.py", "a") as handle:
                     handle.write(spy.replace("MARKER", repr(marker)).replace("SOURCE", repr(str(root / "source"))))
             env = os.environ | {"AUTOGRADER_ROOT": str(root), "AUTOGRADER_PYTHON": sys.executable}
@@ -211,7 +218,7 @@ def hosted(tmp_path_factory):
                 code = process.wait()
             outcome[name] = (code, (work / f"{name}.log").read_text(errors="replace"), results)
         outcome["_notes"] = notes
-        outcome["_spy"] = (marker, source)
+        outcome["_spy"] = (marker, source, key)
         try:
             listener.accept()
             outcome["_reached"] = True
@@ -225,6 +232,7 @@ def hosted(tmp_path_factory):
                 process.wait()
         listener.close()
         shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(notes, ignore_errors=True)
 
 
 def results_of(hosted, name: str) -> dict:
@@ -243,14 +251,15 @@ def test_no_cheat_gains_a_point_without_bubblewrap(hosted, name):
 
 def test_the_daemon_ran_and_results_json_is_the_graders_alone(hosted):
     data = results_of(hosted, "stubs")
-    assert list(hosted["_notes"].glob("daemon-*")), "the daemon never started: the attack was not tried"
+    assert (hosted["_notes"] / "daemon").read_text().split(), \
+        "the daemon never started: the attack was not tried\n" + data["output"][-3000:]
     assert data["tests"] and data["score"] == 0
     assert sorted(p.name for p in hosted["stubs"][2].iterdir()) == ["feedback.md", "junit.xml", "report.json",
                                                                    "results.json"]
 
 
 def test_nothing_of_the_worker_users_is_left_running(hosted):
-    pids = [int(p.read_text()) for p in hosted["_notes"].glob("daemon-*")]
+    pids = [int(pid) for pid in (hosted["_notes"] / "daemon").read_text().split()]
     assert not [pid for pid in pids if Path(f"/proc/{pid}").exists()]
     uids = range(user.FIRST_UID, user.FIRST_UID + user.ACCOUNTS)
     assert not [pid for uid in uids for pid in user.processes_of(uid)]
@@ -258,14 +267,17 @@ def test_nothing_of_the_worker_users_is_left_running(hosted):
 
 def test_the_user_mode_worker_leaves_nothing_reaches_no_network_and_reads_no_hidden_test(hosted):
     """The spy (the stubs plus the user-mode attacks, at import in the worker) scores 0; what it wrote in /tmp,
-    /var/tmp and /dev/shm is gone after grading; it reached no port of this machine (the seccomp filter refuses
-    every socket family but AF_UNIX); and the grader's package, hidden suites included, was closed to it."""
+    /var/tmp, /dev/shm and /run/lock and its System V segment are gone after grading; it reached no port of
+    this machine (the seccomp filter refuses every socket family but AF_UNIX); and the grader's package, hidden
+    suites included, was closed to it."""
     data = results_of(hosted, "spy")
     assert data["score"] == 0 and len(data["tests"]) > 100
     spy = json.loads((hosted["_notes"] / "spy.json").read_text())  # it ran: the attack was tried
-    marker, source = hosted["_spy"]
-    assert spy["left"], "the spy could write nowhere: the leftovers were not tried"
-    assert not [str(p) for folder in ("/tmp", "/var/tmp", "/dev/shm") for p in Path(folder).glob(marker + "*")]
+    marker, source, key = hosted["_spy"]
+    assert spy["left"] and spy["shm"] >= 0, "the spy could leave nothing: the leftovers were not tried"
+    assert not [str(p) for folder in user.world_writable() for p in Path(folder).glob(marker + "*")]
+    segments = [line.split() for line in Path("/proc/sysvipc/shm").read_text().splitlines()[1:]]
+    assert not [row for row in segments if int(row[0]) == key], "its System V segment outlived the grading"
     assert spy["connected"] == [] and not hosted["_reached"] and len(spy["network"]) == 2, spy["network"]
     assert spy["hidden"] == [], spy["hidden"]
     assert list(Path(source).rglob("test_hidden*.py")), "the package has hidden suites to protect"

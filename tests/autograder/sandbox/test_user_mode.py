@@ -2,11 +2,18 @@
 the grader's to read.
 
 Each test runs a process as one of the worker's users through the real launcher (autograder/sandbox/
-launch.py), as the grader does, and checks what that process could do or left.
+launch.py), as the grader does, and checks what that process could do or left. What it leaves is tried
+everywhere a user may leave something that outlives it: a file in every world-writable folder of the
+machine (/run/lock among them, which the sweep once missed), a System V shared memory segment, message
+queue and semaphore set (which nothing swept), and a POSIX message queue. With private namespaces none
+of it reaches the machine; where they cannot be made, the sweep removes the files and the IPC objects and
+the filter refuses the message queue.
 """
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import json
 import os
 import subprocess
@@ -16,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.sandbox import policy, user
+from autograder.sandbox import policy, syscalls, user
 from autograder.sandbox.process import LAUNCHER
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
@@ -37,8 +44,13 @@ print("unix", b.recv(1).decode())
 """
 
 
-def run_as(account: user.Account, code: str, no_network: bool = True) -> subprocess.CompletedProcess:
-    limits = {"nproc": 64, "user": [account.uid, account.gid], "no_network": no_network}
+def run_as(account: user.Account, code: str, no_network: bool = True, private: bool = False,
+           refuse_message_queues: bool = False) -> subprocess.CompletedProcess:
+    limits = {"nproc": 64, "user": [account.uid, account.gid]}
+    if no_network:
+        limits["seccomp"] = syscalls.worker_filter(refuse_message_queues).hex()
+    if private:
+        limits["private"] = {"cover": list(user.world_writable()), "keep": []}
     return subprocess.run([sys.executable, "-I", "-S", str(LAUNCHER), json.dumps(limits), "--", "/usr/bin/python3"
                            if Path("/usr/bin/python3").exists() else sys.executable, "-I", "-c", code],
                           capture_output=True, text=True, timeout=120, cwd="/")
@@ -69,30 +81,121 @@ def test_the_filter_is_what_closes_it(account):
     assert f"open {int(__import__('socket').AF_INET)}" in done.stdout
 
 
-def test_what_the_worker_user_leaves_in_world_writable_folders_is_removed_on_release():
+LEAVE = """
+import ctypes, json, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+mark, places = sys.argv[1], json.loads(sys.argv[2])
+done = {"files": [], "ipc": [], "mqueue": None}
+for place in places:
+    try:
+        open(os.path.join(place, mark), "w").write("x")
+        os.makedirs(os.path.join(place, mark + "-dir", "deep"))
+        os.symlink("/etc", os.path.join(place, mark + "-link"))
+        done["files"].append(place)
+    except OSError as exc:
+        done.setdefault("refused", []).append([place, exc.errno])
+key = int(sys.argv[3])
+IPC_CREAT = 0o1000
+for kind, ident in (("shm", libc.shmget(key, 4096, IPC_CREAT | 0o666)), ("msg", libc.msgget(key + 1, IPC_CREAT | 0o666)),
+                    ("sem", libc.semget(key + 2, 1, IPC_CREAT | 0o666))):
+    if ident >= 0:
+        done["ipc"].append(kind)
+libc.mq_open.restype = ctypes.c_int
+queue = libc.mq_open(("/" + mark).encode(), os.O_CREAT | os.O_RDWR, 0o666, None)
+done["mqueue"] = "made" if queue >= 0 else ctypes.get_errno()
+print(json.dumps(done))
+"""
+
+
+def _ipc_keys() -> set[int]:
+    keys = set()
+    for kind in ("shm", "msg", "sem"):
+        lines = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()[1:]
+        keys |= {int(line.split()[0]) for line in lines}
+    return keys
+
+
+def _mqueue_exists(mark: str) -> bool:
+    """Whether POSIX message queue /mark exists in this IPC namespace (opened without O_CREAT)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    queue = libc.mq_open(f"/{mark}".encode(), os.O_RDONLY, 0, None)
+    if queue >= 0:
+        libc.mq_close(queue)
+        libc.mq_unlink(f"/{mark}".encode())
+        return True
+    return False
+
+
+def _left(mark: str, key: int) -> list[str]:
+    files = [str(Path(p) / name) for p in user.world_writable() for name in (mark, mark + "-dir", mark + "-link")
+             if os.path.lexists(Path(p) / name)]
+    ipc = [f"ipc key {k}" for k in _ipc_keys() & {key, key + 1, key + 2}]
+    return files + ipc + ([f"mqueue /{mark}"] if _mqueue_exists(mark) else [])
+
+
+@pytest.fixture
+def leaver():
+    """Run LEAVE as a fresh worker user (mode: "private" or "sweep"); yields (run, mark, key); cleans up."""
     usable, note = user.probe()
     if not usable and not Path("/usr/bin/python3").exists():
         pytest.skip(f"no Python the worker's user can run: {note}")
-    account = user.Account.acquire()
-    mark = f"llmsys-test-{uuid.uuid4().hex[:8]}"
-    places = [Path(p) for p in user.WORLD_WRITABLE if Path(p).is_dir()]
-    code = (f"import os\nfor place in {[str(p) for p in places]!r}:\n"
-            f"    open(os.path.join(place, {mark!r}), 'w').write('x')\n"
-            f"    os.makedirs(os.path.join(place, {mark!r} + '-dir', 'deep'))\n"
-            f"    open(os.path.join(place, {mark!r} + '-dir', 'deep', 'f'), 'w').write('x')\n"
-            f"    os.symlink('/etc', os.path.join(place, {mark!r} + '-link'))\n")
+    mark, key = f"llmsys-test-{uuid.uuid4().hex[:8]}", 0x4C4C0000 + uuid.uuid4().int % 0xFFFF * 4
+    accounts = []
+
+    def run(mode: str) -> tuple[user.Account, dict]:
+        account = user.Account.acquire()
+        accounts.append(account)
+        done = run_as(account, f"import sys\nsys.argv[1:] = {[mark, json.dumps(user.world_writable()), str(key)]!r}\n"
+                      + LEAVE, private=mode == "private", refuse_message_queues=mode == "sweep")
+        assert done.returncode == 0, done.stderr
+        return account, json.loads(done.stdout)
+
+    yield run, mark, key
+    for account in accounts:
+        try:
+            account.release()
+        except OSError:
+            pass
+    for path in _left(mark, key):
+        if path.startswith("/"):
+            subprocess.run(["rm", "-rf", path])
+
+
+def test_the_world_writable_folders_are_found_by_walking_the_machine():
+    found = user.world_writable()
+    assert "/tmp" in found and all(os.stat(p).st_mode & 0o002 for p in found)
+    assert not [p for p in found if any(p != q and p.startswith(q + "/") for q in found)], "outermost only"
+    if Path("/run/lock").is_dir() and os.stat("/run/lock").st_mode & 0o002:
+        assert "/run/lock" in found
+
+
+def test_with_private_namespaces_nothing_the_worker_user_leaves_reaches_the_machine(leaver):
+    """It wrote in every world-writable folder and made its IPC objects and a message queue, all inside its
+    own namespaces: once it has exited, before any sweep, none of it is on the machine."""
+    if not user.private_namespaces():
+        pytest.skip("this machine refuses private namespaces to the grader")
+    run, mark, key = leaver
+    account, done = run("private")
+    assert sorted(done["files"]) == sorted(user.world_writable()) and done["ipc"] == ["shm", "msg", "sem"], done
+    assert done["mqueue"] == "made", done
+    assert _left(mark, key) == [], "left on the machine by a worker in private namespaces"
+    assert account.release() == []
+
+
+def test_without_private_namespaces_the_sweep_removes_every_file_and_ipc_object(leaver):
+    """The same, where no namespace can be made: the files and the IPC objects outlive the process, release()
+    removes them all and says which, and the message queue, which nothing could list, was refused."""
+    run, mark, key = leaver
+    account, done = run("sweep")
+    assert done["ipc"] == ["shm", "msg", "sem"] and done["mqueue"] == errno.EACCES, done
+    assert _left(mark, key), "the worker left nothing: the sweep was not tried"
     theirs = Path("/tmp") / f"{mark}-root"
     theirs.write_text("the grader's")
     try:
-        done = run_as(account, code)
-        assert done.returncode == 0, done.stderr
-        assert all((p / mark).exists() for p in places)
-    finally:
-        account.release()
-    try:
-        left = [str(p / name) for p in places for name in (mark, mark + "-dir", mark + "-link")
-                if os.path.lexists(p / name)]
-        assert left == [] and theirs.read_text() == "the grader's" and Path("/etc").is_dir()
+        swept = account.release()
+        assert _left(mark, key) == [] and theirs.read_text() == "the grader's" and Path("/etc").is_dir()
+        assert {line.split()[0] for line in swept} >= {"shm", "msg", "sem"}, swept
+        assert {f"file {Path(p) / mark}" for p in user.world_writable()} <= set(swept), "said in the log"
     finally:
         theirs.unlink()
 

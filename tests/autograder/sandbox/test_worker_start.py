@@ -138,9 +138,9 @@ def test_grading_with_a_broken_sandbox_is_a_grader_error_not_a_score(bin_dir, tm
                           cwd=ROOT, env=os.environ, capture_output=True, text=True, timeout=600)
     said = done.stdout + done.stderr
     assert "grader fault" in said and "Permission denied" in said, said[-3000:]
-    results = json.loads((out / "results.json").read_text())
-    assert not [t for t in results.get("tests", []) if t.get("status") == "failed"], \
-        "no test is recorded as the student's failure"
+    report = json.loads((out / "report.json").read_text())
+    assert not [t for t in report["tests"] if t["status"] == "failed"], "no test is recorded as the student's failure"
+    assert not (out / "results.json").exists(), "no score for Gradescope: a failed run, never a 0"
 
 
 @pytest.mark.parametrize("module", ["kernels.py", "torch.py"])
