@@ -182,10 +182,10 @@ def _publish(out: Path, console: Console, course: Path | None = None) -> None:
 
 
 def _store(name: str, digest: str, outcome: Outcome, out: Path, book: Gradebook, console: Console) -> None:
-    """Record one outcome: a report, or the reason (a traceback, a task's end) it was not graded."""
+    """Record one outcome: a report, or the reason (a traceback, a task's end) it was not graded. A grader error
+    on a submission with a grade leaves that grade, and its files, as they are."""
     if isinstance(outcome, str):
-        book.record_error(name, digest, outcome)
-        _say_error(console, name, outcome.strip().splitlines()[-1] if outcome.strip() else "no reason given")
+        _error(book, console, name, digest, outcome)
         return
     report = outcome
     # The gradebook first: it is what every file is written from, so a file that cannot be written (a full
@@ -195,9 +195,8 @@ def _store(name: str, digest: str, outcome: Outcome, out: Path, book: Gradebook,
         console.print(Text(clean(f"{name}: not gradable ({report.not_gradable})"), style="yellow"), soft_wrap=True)
     elif not report.tests:
         # grade() reports a failure of the grader itself as a report without tests.
-        message = "; ".join(report.log) or "the grader returned no test results"
-        book.record_error(name, digest, message)
-        _say_error(console, name, message)
+        if _error(book, console, name, digest, "; ".join(report.log) or "the grader returned no test results"):
+            return
     else:
         book.record(name, digest, report)
     try:
@@ -225,5 +224,13 @@ def _overload_error(outcome: Outcome) -> Outcome:
     return outcome
 
 
-def _say_error(console: Console, name: str, message: str) -> None:
-    console.print(Text(clean(f"{name}: not graded ({message}); it is graded again on the next run"), style="red"))
+def _error(book: Gradebook, console: Console, name: str, digest: str, message: str) -> bool:
+    """Record a grader error and say it; returns whether the submission's earlier grade stands."""
+    stands = book.record_error(name, digest, message)
+    last = message.strip().splitlines()[-1] if message.strip() else "no reason given"
+    if stands:
+        console.print(Text(clean(f"{name}: the regrade failed ({last}); its earlier grade stands, and the next run "
+                                 "grades it again"), style="red"), soft_wrap=True)
+    else:
+        console.print(Text(clean(f"{name}: not graded ({last}); it is graded again on the next run"), style="red"))
+    return stands

@@ -3,8 +3,10 @@
 Crash safety: the database is in WAL mode and each submission is recorded in one transaction
 (its old rows deleted, its new rows inserted, committed), so killing the process at any moment
 loses at most the submission being recorded, and nothing is ever counted twice. A submission
-recorded with status "error" (the grader failed on it) is not current, so the next batch grades it again;
-one recorded "not_gradable" (nothing of it could be graded: a corrupt zip, an empty folder) is current
+recorded with status "error" (the grader failed on its first grading) is not current, so the next batch grades it
+again. The grader never loses a result: a grader error on a regrade of a submission that has a grade leaves that
+grade in place and is kept beside it (table failed_regrades, `failed_regrades()`), saying so in every view, until a
+grading completes; such a submission is not current either. One recorded "not_gradable" (nothing of it could be graded: a corrupt zip, an empty folder) is current
 until its contents change, and has no score: it is never a 0. A student of the roster with no submission has
 a row of status "missing" (score 0), named by the student's id (autograder.cohort.roster keeps them).
 
@@ -72,6 +74,14 @@ CREATE TABLE IF NOT EXISTS late (
     note           TEXT NOT NULL,
     PRIMARY KEY (submission, assignment)
 );
+-- A regrade that hit a grader error while the submission had a grade, which stands meanwhile (record_error); the
+-- next batch grades the submission again, and a grading that completes removes the row.
+CREATE TABLE IF NOT EXISTS failed_regrades (
+    submission  TEXT PRIMARY KEY,
+    digest      TEXT NOT NULL,  -- the contents the regrade was of
+    at          TEXT NOT NULL,  -- ISO 8601, UTC
+    message     TEXT NOT NULL   -- the grader's error, a traceback maybe
+);
 -- The late days each student may spend, as the late policy last assessed was set ([late_days] budget): one row,
 -- none where no assignment's rule is "late_days".
 CREATE TABLE IF NOT EXISTS late_budget (
@@ -115,9 +125,11 @@ class Gradebook:
         self._db.execute("COMMIT")
 
     def is_current(self, name: str, digest: str) -> bool:
-        """True when `name` was graded, or found not gradable, from exactly these contents (not an error)."""
+        """True when `name` was graded, or found not gradable, from exactly these contents (not an error), and no
+        regrade of it failed since."""
         row = self._db.execute("SELECT digest, status FROM submissions WHERE name = ?", (name,)).fetchone()
-        return row is not None and row[0] == digest and row[1] in CURRENT
+        failed = self._db.execute("SELECT 1 FROM failed_regrades WHERE submission = ?", (name,)).fetchone()
+        return row is not None and row[0] == digest and row[1] in CURRENT and failed is None
 
     def record(self, name: str, digest: str, report: GradeReport) -> None:
         """Store a graded submission, replacing whatever was stored under `name`. Its message says how
@@ -144,16 +156,36 @@ class Gradebook:
             _apply_manual(db, name)  # scores given by hand to these very answers earlier
             _record_grades(db, name, before, how)
 
-    def record_error(self, name: str, digest: str, message: str) -> None:
-        """Store a submission that could not be graded; it is graded again by the next batch."""
+    def record_error(self, name: str, digest: str, message: str) -> bool:
+        """Store a grader error on `name` (`digest`: the contents it was grading); the next batch grades it again.
+        A submission with a grade keeps it, the grade and everything derived from it: the error is kept beside it
+        (failed_regrades) and the history says that the regrade failed and the grade stands. A first grading that
+        fails (or one of a submission without a score) is a row of status "error". Returns whether a grade
+        stands."""
+        message = clean(message)
         with self._transaction() as db:
             before = _grades(db, name)
-            self._replace(db, name, digest, "error", None, None, {}, clean(message), None)
-            _record_grades(db, name, before, "grader error: " + _last_line(clean(message)))
+            if before[0] == "graded":
+                at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+                db.execute("INSERT OR REPLACE INTO failed_regrades VALUES (?, ?, ?, ?)", (name, digest, at, message))
+                reason = f"grader error on a regrade, so this grade stands: {_last_line(message)}"
+                history.add(db, [{"student": _student_of(db, name), "submission": name, "assignment": a,
+                                  "change": "graded", "before": grade, "after": grade, "reason": reason}
+                                 for a, grade in sorted(before[1].items())])
+                return True
+            self._replace(db, name, digest, "error", None, None, {}, message, None)
+            _record_grades(db, name, before, "grader error: " + _last_line(message))
+        return False
+
+    def failed_regrades(self) -> dict[str, dict]:
+        """{submission: {digest, at, message}} of the regrades that failed while the submission's grade stands
+        (failed_regrades_of)."""
+        return failed_regrades_of(self._db)
 
     def _replace(self, db: sqlite3.Connection, name: str, digest: str, status: str, score, max_score,
                  groups: dict, message: str, report: str | None) -> None:
         graded_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        db.execute("DELETE FROM failed_regrades WHERE submission = ?", (name,))  # this grading supersedes it
         db.execute("DELETE FROM tests WHERE submission = ?", (name,))
         db.execute("DELETE FROM submissions WHERE name = ?", (name,))
         db.execute("INSERT INTO submissions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -211,11 +243,12 @@ class Gradebook:
         policy has a budget of late days, those left. Then per
         assignment the final score (after the course file's override; "excused" where excused), the final total
         and its maximum, excused assignments left out of both. A student of the roster with no submission has a
-        row of status "missing", scoring 0. Every number is rounded as the other files show it."""
+        row of status "missing", scoring 0; a graded row whose regrade failed says so in its reason, its grade
+        standing. Every number is rounded as the other files show it."""
         rows = self.rows()
         parts = {row["name"]: row["parts"] for row in rows}
         assignments = sorted({a for row in rows for a in row["assignments"]} | {a for p in parts.values() for a in p})
-        late, final = self.late(), finals(self)
+        late, final, failed = self.late(), finals(self), self.failed_regrades()
         excused = {name: {a for a, kinds in mine.items() if kinds.get("override", {}).get("value") == EXCUSED}
                    for name, mine in adjustments(self).items()}
         students = {row["submission"] or row["id"]: row for row in roster(self)}
@@ -240,7 +273,7 @@ class Gradebook:
                 cells = [c for a in assignments for c in _part_cells(mine.get(a) if scored else None)]
                 cells += _part_cells(sum(mine.values(), Parts(0.0, 0.0, 0.0, 0.0)) if scored else None)
                 writer.writerow([*who, "" if row["status"] == MISSING else safe_cell(name), row["status"],
-                                 "" if row["status"] == "graded" else safe_cell(_last_line(row["message"])), *cells,
+                                 safe_cell(_reason(row, failed.get(name))), *cells,
                                  *(_penalised(row, mine, assignments, late, budget and budget[0]) if late else []),
                                  *_final_cells(final.get(name), assignments, excused.get(name, set()))])
 
@@ -349,6 +382,27 @@ def _part_cells(parts: Parts | None) -> list:
     if parts is None:
         return [""] * (1 + len(PART_COLUMNS))
     return [rounded(parts.score)] + [rounded(getattr(parts, name)) for name in PART_COLUMNS]
+
+
+def failed_regrades_of(db: sqlite3.Connection) -> dict[str, dict]:
+    """{submission: {digest, at, message}} of the regrades that failed while the submission's grade stands (none
+    in a gradebook made before the table existed); read-only connections too."""
+    if not _columns(db, "failed_regrades"):
+        return {}
+    return {row.pop("submission"): row for row in _dicts(db.execute("SELECT * FROM failed_regrades"))}
+
+
+def regrade_note(failure: dict) -> str:
+    """What every view says of a graded row whose regrade failed (failed_regrades_of's value)."""
+    return (f"the regrade of {failure['at']} failed ({_last_line(failure['message'])}): the earlier grade stands, "
+            "and the next batch grades it again")
+
+
+def _reason(row: dict, failure: dict | None) -> str:
+    """grades.csv's reason: why a row has no score, or that its regrade failed and its grade stands."""
+    if row["status"] != "graded":
+        return _last_line(row["message"])
+    return regrade_note(failure) if failure else ""
 
 
 def _last_line(message: str) -> str:

@@ -14,7 +14,8 @@ implemented and the most time-outs); each test function's pass rate, hardest fir
 common failure messages grouped (written answers graded by hand and the runs that could not run are left
 out of it); the points of each task; the static checks' hits (a forbidden API, a broken Triton rule), apart
 from the tests that failed by what the code computed; the submissions the grader could not grade and those
-that are not gradable (each with its reason; neither is in the statistics); the points that need a GPU and
+that are not gradable (each with its reason; neither is in the statistics), and the regrades that failed while
+the earlier grade stands (that grade is in the statistics); the points that need a GPU and
 were not graded here; and every submission, with its section where the gradebook holds a roster and its
 penalised scores beside the raw ones where a late policy applies, and its final score (after the course
 file's overrides and excusals, autograder.report.gradebook.finals_of: the number grades.csv and the LMS
@@ -44,8 +45,8 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from markdown_it import MarkdownIt
 
 from autograder.report import one_folder, submission_folder
-from autograder.report.gradebook import (MISSING, Final, final_total, finals_of, late_rows, open_read_only,
-                                         result_rows, roster_sections, roster_view, submission_rows)
+from autograder.report.gradebook import (MISSING, Final, failed_regrades_of, final_total, finals_of, late_rows,
+                                         open_read_only, result_rows, roster_sections, roster_view, submission_rows)
 from autograder.report.markdown import feedback_markdown
 from autograder.report.site_charts import write_charts
 from autograder.report.parts import NONE, Parts, after_penalty, by_assignment, parts_of
@@ -142,6 +143,7 @@ class Submission:
     section: str = ""  # the roster's, where the gradebook holds one
     late: dict[str, dict] = field(default_factory=dict)  # assignment -> the late policy's row, where one applies
     final: dict[str, Final] = field(default_factory=dict)  # assignment -> its final score (finals_of), where scored
+    regrade_failure: dict | None = None  # {digest, at, message} of a regrade that failed, the grade standing
     # The sums over the tests, each made once: every table of the index reads them again.
     _sums: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -217,7 +219,7 @@ def load(out: Path) -> list[Submission]:
     db = open_read_only(out / "gradebook.sqlite")
     try:
         rows, results, late, sections = submission_rows(db), result_rows(db), late_rows(db), roster_sections(db)
-        final = finals_of(db)
+        final, failures = finals_of(db), failed_regrades_of(db)
     finally:
         db.close()
     lateness: dict[str, dict[str, dict]] = {}
@@ -236,7 +238,7 @@ def load(out: Path) -> list[Submission]:
             page=page_name(index, row["name"]), tests=mine, log=stored.get("log", []),
             feedback=_feedback(out, row["name"], row.get("report")) if row["status"] != "error" else "",
             section=sections.get(row["name"], ""), late=lateness.get(row["name"], {}),
-            final=final.get(row["name"], {})))
+            final=final.get(row["name"], {}), regrade_failure=failures.get(row["name"])))
     return submissions
 
 
@@ -465,6 +467,7 @@ def write_site(out: Path) -> Path:
         root="", built=built, script=SCRIPT, submissions=submissions, assignments=assignments, charts=charts,
         tests=tests, tasks=task_points(submissions), gpu=gpu_not_graded(submissions),
         errors=[s for s in submissions if s.status == "error"], missing=[s for s in submissions if s.missing],
+        failed_regrades=[s for s in submissions if s.regrade_failure],
         adjusted=any(s.adjusted() for s in submissions),
         not_gradable=[s for s in submissions if s.not_gradable], test_errors=[s for s in submissions if s.count("error")],
         similarity=(site / SIMILARITY_PAGE).is_file(), grades_csv=(out / "grades.csv").is_file(),

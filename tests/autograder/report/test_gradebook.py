@@ -20,6 +20,7 @@ import pytest
 from rich.console import Console
 
 from autograder.cohort.batch import BatchError, run_batch, submission_digest, submission_entries
+from autograder.report import history
 from autograder.report.gradebook import Gradebook
 from autograder.model.results import GradeReport
 from autograder.model.results import TestResult as Result
@@ -112,11 +113,38 @@ def test_is_current_only_for_the_same_digest_and_a_graded_row(tmp_path):
         assert not book.is_current("alice", "d1")
         book.record("alice", "d1", report_of(1))
         assert book.is_current("alice", "d1") and not book.is_current("alice", "d2")
-        book.record_error("alice", "d1", "Traceback ...\nRuntimeError: boom")
+
+
+def test_a_first_grading_that_fails_is_an_error_row_graded_again(tmp_path):
+    with Gradebook(tmp_path / "g.sqlite") as book:
+        assert book.record_error("alice", "d1", "Traceback ...\nRuntimeError: boom") is False
         assert not book.is_current("alice", "d1")
         (row,) = book.rows()
         assert row["status"] == "error" and row["score"] is None and row["message"].endswith("boom")
-        assert book.tests("alice") == [] and book.report("alice") is None
+        assert book.tests("alice") == [] and book.report("alice") is None and book.failed_regrades() == {}
+
+
+@pytest.mark.parametrize("digest", ["d1", "d2"], ids=["the same submission", "a new version"])
+def test_a_failed_regrade_keeps_the_grade_and_every_view_says_so(tmp_path, digest):
+    """The grader never loses a result: a grader error on a regrade leaves the grade, its tests and its report in
+    place (of the contents it was graded from), says so in grades.csv and the history, and is graded again."""
+    with Gradebook(tmp_path / "g.sqlite") as book:
+        book.record("alice", "d1", report_of(2))
+        before = (book.rows(), book.tests("alice"), book.report("alice").to_json())
+        assert book.record_error("alice", digest, "Traceback ...\nRuntimeError: the worker died") is True
+        assert (book.rows(), book.tests("alice"), book.report("alice").to_json()) == before
+        assert not book.is_current("alice", "d1") and not book.is_current("alice", digest)
+        (failure,) = book.failed_regrades().values()
+        assert failure["digest"] == digest and failure["message"].endswith("RuntimeError: the worker died")
+        book.export_csv(tmp_path / "grades.csv")
+        (row,) = csv.DictReader(open(tmp_path / "grades.csv"))
+        assert (row["status"], row["alpha"], row["total"]) == ("graded", "4.0", "4.0")
+        assert "failed (RuntimeError: the worker died): the earlier grade stands" in row["reason"]
+        changes = [c for c in history.rows(book._db) if c["reason"].startswith("grader error on a regrade")]
+        assert [(c["assignment"], c["before"], c["after"]) for c in changes] == [("alpha", "4 / 4", "4 / 4"),
+                                                                                 ("beta", "0 / 1", "0 / 1")]
+        book.record("alice", digest, report_of(1))  # the retry completes: its grade replaces the one that stood
+        assert book.failed_regrades() == {} and book.is_current("alice", digest) and book.rows()[0]["score"] == 2.0
 
 
 def test_recording_again_replaces_the_row_and_its_tests(tmp_path):
@@ -233,6 +261,37 @@ def test_a_crashing_grade_fn_loses_nothing_else_and_is_retried(tmp_path):
     rows = run_batch(tmp_path / "c", tmp_path / "out", grade_fn=toy_grade, console=quiet())
     assert [(r["name"], r["status"], r["score"]) for r in rows] == \
         [("alice", "graded", 2.0), ("bob", "graded", 1.0), ("carol", "graded", 3.0)]
+
+
+@pytest.mark.parametrize("failure", ["raises", "a report without tests"])
+def test_a_regrade_that_fails_keeps_the_grade_and_its_files_says_so_and_is_retried(tmp_path, failure):
+    make_cohort(tmp_path / "c", {"alice": 2, "bob": 1})
+    out = tmp_path / "out"
+    run_batch(tmp_path / "c", out, grade_fn=toy_grade, console=quiet())
+    files = {p.name: p.read_bytes() for p in (out / "submissions" / "alice").iterdir()}
+
+    def broken(path):
+        if failure == "raises":
+            raise RuntimeError("grader bug on a regrade")
+        return GradeReport(path.name, log=["the grader failed on this submission (grader bug on a regrade)"])
+
+    said = io.StringIO()
+    rows = run_batch(tmp_path / "c", out, grade_fn=broken, regrade=("alice",), console=Console(file=said, width=300))
+    assert [(r["name"], r["status"], r["score"]) for r in rows] == [("alice", "graded", 2.0), ("bob", "graded", 1.0)]
+    assert "alice: the regrade failed (" in said.getvalue() and "its earlier grade stands" in said.getvalue()
+    assert {p.name: p.read_bytes() for p in (out / "submissions" / "alice").iterdir()} == files
+    report = (out / "report" / "index.html").read_text()
+    assert 'id="failed-regrade-table"' in report and "grader bug on a regrade" in report
+    assert 'id="count-failed-regrades">1<' in report and 'id="no-errors"' not in report
+    graded = []
+
+    def counting(path):
+        graded.append(path.name)
+        return toy_grade(path)
+
+    rows = run_batch(tmp_path / "c", out, grade_fn=counting, console=quiet())  # no --regrade: retried all the same
+    assert graded == ["alice"] and rows[0]["status"] == "graded"
+    assert 'id="failed-regrade-table"' not in (out / "report" / "index.html").read_text()
 
 
 def test_a_report_without_tests_is_an_error(tmp_path):
