@@ -58,6 +58,7 @@ help:
 	@echo "make answers       build/answers/<assignment>.md: keys, model answers and hidden tests of each assignment past its release date"
 	@echo "make release       the student release in dist/student/ (make nbgrader, make gradescope, make classroom: the other channels, in dist/)"
 	@echo "make gpu-compile   every Triton kernel built for sm_80, sm_90 and sm_100 without a GPU (make test-gpu-grading: the hidden compile checks in full)"
+	@echo "make check-design  gpu_kernels' hidden design checks (loads, tile order, the GeLU helper, program order) on the solutions at public sizes (IMPL=assignments: the stubs)"
 	@echo "make gpu-validate  on a machine with CUDA: the GPU run in one command, build/gpu_validate.md"
 	@echo "make lock          resolve requirements-instructor.lock and requirements.lock again from pyproject.toml (UPGRADE=1: newest versions)"
 
@@ -234,6 +235,13 @@ GPU_COMPILE_ARGS ?=
 .PHONY: gpu-compile test-gpu-grading gpu-validate
 gpu-compile: install
 	TRITON_INTERPRET=0 $(PYTHON) -m kernels.crosscompile --json build/gpu_compile.json $(GPU_COMPILE_ARGS)
+
+# gpu_kernels' design checks (kernels.check_design; the handout's §A.7), under Triton's interpreter on any machine:
+# the hidden tests' observations on the solutions (or IMPL=assignments, IMPL=PATH) at public sizes.
+IMPL ?=
+.PHONY: check-design
+check-design: install
+	TRITON_INTERPRET=1 $(PYTHON) -m kernels.check_design $(if $(IMPL),--impl $(IMPL))
 
 test-gpu-grading: install
 	LLMSYS_GPU_GRADING_TESTS=1 $(PYTEST) tests/autograder/suites/test_gpu_compile_grading.py \

@@ -29,7 +29,7 @@ T ?=
 A ?=
 BENCH_ARGS ?=
 
-.PHONY: help install test test-public check-answers gpu-compile roofline bench bench-kernels
+.PHONY: help install test test-public check-answers gpu-compile check-design roofline bench bench-kernels
 
 help:
 	@echo "make test          install if needed, then run the public tests against your code, with the points table"
@@ -38,6 +38,7 @@ help:
 	@echo "make test-public   the same (every test of this release is public)"
 	@echo "make check-answers what the grader will read in your answers.md (A=NAME for one assignment): each part's number, or why none"
 	@echo "make gpu-compile   build your Triton kernels for an H100 (sm_90) without a GPU, as the grader does; A=gpu_kernels for one assignment"
+	@echo "make check-design  the hidden design checks of gpu_kernels (loads per element, tile order, the GeLU helper, program order) on your code"
 	@echo "make roofline      write build/roofline.png (H100 and H200 rooflines with the lecture's ops)"
 	@echo "make bench         attention benchmarks of your code: table and build/bench_attention.png"
 	@echo "make bench-kernels time your gpu_kernels GeLU, softmax and matmul against torch and the roofline, and the wave sweep (a GPU; BENCH_ARGS=--quick on a CPU): tables, build/bench_kernels/"
@@ -71,6 +72,11 @@ check-answers: install
 # cores. Kernels still stubs are named, not built.
 gpu-compile: install
 	$(PYTHON) -m kernels.crosscompile --impl assignments --quick $(if $(A),--assignment $(A))
+
+# gpu_kernels' hidden design checks on your code at public sizes (its handout, §A.7), under Triton's interpreter
+# on any machine: what each program loads, the grouped tile order, the epilogue's GeLU helper, program order.
+check-design: install
+	TRITON_INTERPRET=1 $(PYTHON) -m kernels.check_design --impl assignments
 
 roofline: install
 	$(PYTHON) -m kernels.roofline --out build/roofline.png

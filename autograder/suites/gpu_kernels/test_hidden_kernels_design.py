@@ -2,7 +2,7 @@
 loads, which tile each program computes, what the epilogue calls, and empty inputs.
 
 The counts come from Triton's interpreter, which runs the programs one after another in Python
-(scenarios._loads_per_program): the grader runs them under the interpreter on any machine (on a GPU
+(kernels.design.loads_per_program): the grader runs them under the interpreter on any machine (on a GPU
 machine in a second worker, without the GPU: process.Worker.interpreter); only a run in the tests' own
 process on a GPU, where kernels are compiled, skips them. Like every account the worker gives, they can only take points away: each test
 here is an edge test, earning its points only when the ordinary tests of its function pass.
@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from autograder.suites.gpu_kernels import scenarios
+from kernels.design import grouped_order
 from kernels.device import default_device
 
 pytestmark = [pytest.mark.visibility("hidden"), pytest.mark.triton]
@@ -138,18 +139,6 @@ def test_softmax_of_empty_tensors_is_empty(student, rng):
 
 
 # ---- Matmul: the grouped order, the bias loaded once, gelu_tanh reused -------------------------------
-
-
-def grouped_order(M: int, N: int, block_m: int, block_n: int, group_m: int) -> list[list[int]]:
-    """The handout's grouped order (§4): [tile_m, tile_n] of each pid."""
-    tiles_m, tiles_n = -(-M // block_m), -(-N // block_n)
-    order = []
-    for pid in range(tiles_m * tiles_n):
-        per_group = group_m * tiles_n
-        first_m = pid // per_group * group_m
-        rows_here = min(tiles_m - first_m, group_m)
-        order.append([first_m + pid % per_group % rows_here, pid % per_group // rows_here])
-    return order
 
 
 @pytest.mark.edge
