@@ -8,12 +8,15 @@ head dim and sequence length it times the forward and the forward+backward (caus
 x seq x d), and prints a table of milliseconds, TFLOP/s (attention_flops of the chosen tree's
 analysis.py over the time) and peak memory (kernels.memory), then plots them into one PNG.
 
-On a CPU it runs small float32 sizes and leaves out the Triton rows, which the interpreter would
-take minutes over; `--triton` adds them at tiny sizes. On a GPU it runs bf16 at real sizes with
-do_bench, all four implementations, then the speed tests' ratios (Triton over naive attention, the
-graded ones) and the leaderboard row, which is not points: the Triton forward against SDPA and
-CS336's leaderboard configuration (batch 1, 16 heads, d 64, seq 16384, bf16, causal,
-forward+backward, timed like the leaderboard) against its 5 ms target.
+On a CPU it runs small float32 sizes, in about a minute with a progress bar, and leaves out the
+Triton rows, which the interpreter would take minutes over; `--triton` adds them at tiny sizes. CPU
+times are taken in rounds that run every row once in turn (the median of the rounds), so that
+whatever else the machine does slows all rows alike and they compare with each other; they say how
+each implementation grows with N on this CPU, nothing about a GPU. On a GPU it runs bf16 at real
+sizes with do_bench, all four implementations, then the speed tests' ratios (Triton over naive
+attention, the graded ones) and the leaderboard row, which is not points: the Triton forward
+against SDPA and CS336's leaderboard configuration (batch 1, 16 heads, d 64, seq 16384, bf16,
+causal, forward+backward, timed like the leaderboard) against its 5 ms target.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
+import statistics
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -42,7 +47,8 @@ LEADERBOARD = dict(batch=1, heads=16, n=16384, head_dim=64)
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
-    """What to run: (seq, head_dim) sizes per implementation, dtype, timing budgets (ms), PyTorch tile."""
+    """What to run: (seq, head_dim) sizes per implementation, dtype, timing budgets (ms; a CPU: rounds of every
+    row), PyTorch tile."""
 
     batch: int
     heads: int
@@ -52,6 +58,7 @@ class Plan:
     warmup: float
     rep: float
     pytorch_tile: int
+    rounds: int = 0
 
 
 def _grid(seq_lens: tuple[int, ...], head_dims: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
@@ -63,12 +70,14 @@ def make_plan(device: str, quick: bool, with_triton: bool) -> Plan:
         full = _grid((1024, 2048, 4096, 8192, 16384), (64, 128))
         sizes = {"naive": full, "pytorch": _grid((1024, 2048), (64, 128)), "triton": full, "sdpa": full}
         return Plan(4, 16, sizes, torch.bfloat16, device, warmup=25, rep=100, pytorch_tile=128)
-    cpu = _grid((32, 64), (16,)) if quick else _grid((256, 512, 1024, 2048), (32, 64))
+    # Under a minute on a laptop's CPU: 7 rounds of every row. From N 2048 on, the PyTorch FlashAttention's
+    # backward takes seconds a call on a CPU (and minutes in all): the plot's trend is clear by 1024.
+    cpu = _grid((32, 64), (16,)) if quick else _grid((256, 512, 1024), (32, 64))
     # The interpreter runs each program in Python: only tiny sizes finish in seconds.
     interpreted = (_grid((32,), (16,)) if quick else _grid((32, 64), (32,))) if with_triton else ()
     sizes = {"naive": cpu, "pytorch": cpu, "triton": interpreted, "sdpa": cpu}
-    return Plan(1, 1 if quick else 4, sizes, torch.float32, device, warmup=1 if quick else 10,
-                rep=5 if quick else 50, pytorch_tile=64)
+    return Plan(1, 1 if quick else 4, sizes, torch.float32, device, warmup=0, rep=0, pytorch_tile=64,
+                rounds=3 if quick else 7)
 
 
 def load_tree(choice: str | None) -> dict:
@@ -110,49 +119,100 @@ def inputs(plan: Plan, n: int, head_dim: int, batch: int | None = None, heads: i
     return [q.requires_grad_(), k.requires_grad_(), v.requires_grad_(), do]
 
 
-def measure(name: str, mods: dict, plan: Plan, n: int, head_dim: int, backward: bool) -> dict:
-    """One table row: milliseconds, TFLOP/s and peak MiB, or a note saying why there are none."""
+def prepare(name: str, mods: dict, plan: Plan, n: int, head_dim: int, backward: bool) -> tuple[dict, Callable | None]:
+    """One table row, its peak memory measured, and the call to time; the call is None where the row has no
+    time (its note says why)."""
     row = dict(impl=name, mode=PASSES[backward], seq=n, d=head_dim, ms=None, tflops=None, peak_mib=None, note="")
     if name == "naive" and plan.batch * plan.heads * n * n * plan.dtype.itemsize > NAIVE_SCORE_LIMIT:
-        return row | dict(note=f"skipped: one score matrix would exceed {NAIVE_SCORE_LIMIT // 2**30} GiB")
+        return row | dict(note=f"skipped: one score matrix would exceed {NAIVE_SCORE_LIMIT // 2**30} GiB"), None
     fn = attention_fn(name, mods, plan, backward)
     args = inputs(plan, n, head_dim)
     try:
         fn(*args)  # compile (and autotune) first, so that neither counts in the time or the peak
         with MemoryTracker(plan.device) as mem:
             fn(*args)
-        row.update(ms=benchmark(lambda: fn(*args), warmup=plan.warmup, rep=plan.rep, device=plan.device),
-                   peak_mib=mem.peak_bytes / 2**20)
-    except NotImplementedError:
-        return row | dict(note="not implemented")
-    except torch.cuda.OutOfMemoryError:
-        return row | dict(note="out of memory")
     except Exception as exc:  # one failing row must not hide the others: say what happened and go on
-        return row | dict(note=f"error: {type(exc).__name__}: {str(exc).splitlines()[0][:80] if str(exc) else ''}")
+        return row | dict(note=_failure(exc)), None
+    return row | dict(peak_mib=mem.peak_bytes / 2**20), lambda: fn(*args)
+
+
+def _failure(exc: Exception) -> str:
+    if isinstance(exc, NotImplementedError):
+        return "not implemented"
+    if isinstance(exc, torch.cuda.OutOfMemoryError):
+        return "out of memory"
+    return f"error: {type(exc).__name__}: {str(exc).splitlines()[0][:80] if str(exc) else ''}"
+
+
+def add_throughput(row: dict, mods: dict, plan: Plan) -> None:
+    """The row's TFLOP/s, from attention_flops of the tree's analysis.py over its time."""
     try:
         count = mods["analysis"].attention_flops
-        flops = sum(count(plan.batch, plan.heads, n, n, head_dim, is_causal=True, backward=b)
-                    for b in ((False, True) if backward else (False,)))
+        flops = sum(count(plan.batch, plan.heads, row["seq"], row["seq"], row["d"], is_causal=True, backward=b)
+                    for b in ((False, True) if row["mode"] == "forward+backward" else (False,)))
         row["tflops"] = flops / (row["ms"] / 1000) / 1e12
     except NotImplementedError:
         row["note"] = "attention_flops not implemented"
-    return row
 
 
 def run_plan(plan: Plan, mods: dict, names: tuple[str, ...]) -> list[dict]:
-    return [measure(name, mods, plan, n, d, backward)
-            for name in names for n, d in plan.sizes[name] for backward in (False, True)]
+    """Every row of the plan, timed: each by do_bench on a GPU; on a CPU in `plan.rounds` rounds that run every
+    row once in turn, each row's time the median of its rounds. A progress bar says where it is."""
+    from rich.progress import Progress
+
+    jobs = [(name, n, d, backward) for name in names for n, d in plan.sizes[name] for backward in (False, True)]
+    with Progress(transient=True) as progress:
+        task = progress.add_task("preparing", total=len(jobs) * (1 + max(plan.rounds, 1)))
+        prepared = []
+        for name, n, d, backward in jobs:
+            progress.update(task, description=f"preparing {name} {PASSES[backward]} N {n} d {d}")
+            prepared.append(prepare(name, mods, plan, n, d, backward))
+            progress.advance(task)
+        timed = {}
+        for round_ in range(max(plan.rounds, 1)):
+            for index, (row, call) in enumerate(prepared):
+                progress.update(task, description=f"round {round_ + 1}: {row['impl']} {row['mode']} N {row['seq']} "
+                                                  f"d {row['d']}")
+                if call is not None:
+                    timed.setdefault(index, []).append(_time(call, plan))
+                progress.advance(task)
+    rows = []
+    for index, (row, _) in enumerate(prepared):
+        failures = [t for t in timed.get(index, []) if isinstance(t, str)]
+        if failures:
+            row["note"] = failures[0]
+        elif index in timed:
+            row["ms"] = statistics.median(timed[index])
+            add_throughput(row, mods, plan)
+        rows.append(row)
+    return rows
+
+
+def _time(call: Callable, plan: Plan) -> float | str:
+    """Milliseconds of one timing of `call` (a GPU: do_bench's median; a CPU: one run), or why it failed."""
+    try:
+        if plan.device == "cuda":
+            return benchmark(call, warmup=plan.warmup, rep=plan.rep, device=plan.device)
+        started = time.perf_counter()
+        call()
+        return (time.perf_counter() - started) * 1000
+    except Exception as exc:  # noqa: BLE001  (one failing row must not hide the others)
+        return _failure(exc)
 
 
 def _fmt(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
+CPU_CAPTION = ("CPU times: the median of rounds that run every row in turn, so the rows compare with each other "
+               "on this machine; they say how each implementation grows with N, not how fast it is on a GPU")
+
+
 def print_table(rows: list[dict], title: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=title)
+    table = Table(title=title, caption=CPU_CAPTION if "cpu" in title else None)
     for column in ("implementation", "pass", "seq", "d", "ms", "TFLOP/s", "peak MiB", "note"):
         table.add_column(column, justify="left" if column in ("implementation", "pass", "note") else "right")
     for r in rows:

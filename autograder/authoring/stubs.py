@@ -114,11 +114,24 @@ def _write(source: Path, target: Path) -> list[str]:
             out.write_text(python_stub(path.read_text(encoding="utf-8"), relpath), encoding="utf-8")
         elif path.suffix == ".md":
             text = _filled(path.read_text(encoding="utf-8"), rel)
-            out.write_text(replace_regions(text, relpath, lambda region: TEXT_STUB), encoding="utf-8")
+            out.write_text(text_stub(text, relpath), encoding="utf-8")
         else:
             shutil.copyfile(path, out)
         written.append(relpath)
     return written + _answers_files(source, target)
+
+
+def text_stub(text: str, relpath: str) -> str:
+    """A Markdown file as students get it: a written question's solution block becomes "*Your answer here.*"
+    (the student answers it in answers.md), any other solution region (the worked answers of questions the
+    tests grade through the code) goes without a trace, since there is nothing to write there."""
+    try:
+        answered = {q.solution_line for q in wq.parse_handout(text, relpath)} - {0}
+    except wq.WrittenError:
+        answered = None  # its questions cannot be read (said where they are read): every region a stub
+    stubbed = replace_regions(text, relpath, lambda region: TEXT_STUB if answered is None or region.begin in answered
+                              else [])
+    return stubbed.replace("\n\n\n", "\n\n") if "\n\n\n" not in text else stubbed  # no gap where one went
 
 
 def _filled(text: str, rel: Path) -> str:

@@ -7,11 +7,12 @@ ANALYSIS = "flash_attention.analysis"
 # (batch, heads, n_queries, n_keys, head_dim): a small case, cross-attention, and the CS336 2025
 # leaderboard configuration (batch 1, 16 heads, seq 16384, d 64).
 CONFIGS = [(1, 1, 1024, 1024, 64), (2, 4, 100, 300, 80), (1, 16, 16384, 16384, 64)]
+IDS = [f"b{b}-h{h}-nq{nq}-nk{nk}-d{d}" for b, h, nq, nk, d in CONFIGS]  # a failing id says which sizes
 
 
 @pytest.mark.points(1)
 @pytest.mark.task("analysis.attention_flops")
-@pytest.mark.parametrize("config", CONFIGS)
+@pytest.mark.parametrize("config", CONFIGS, ids=IDS)
 def test_forward_flops_are_four_b_h_nq_nk_d(student, config):
     """attention_flops returns the float 4·B·H·Nq·Nk·D for the forward (two matmuls of 2·Nq·Nk·D)."""
     b, h, nq, nk, d = config
@@ -43,8 +44,8 @@ def test_backward_flops_are_two_and_a_half_forwards(student, is_causal):
 
 @pytest.mark.points(1)
 @pytest.mark.task("analysis.naive_attention_hbm_bytes")
-@pytest.mark.parametrize("config", CONFIGS)
-@pytest.mark.parametrize("bytes_per_element", [2, 4])
+@pytest.mark.parametrize("config", CONFIGS, ids=IDS)
+@pytest.mark.parametrize("bytes_per_element", [2, 4], ids=lambda size: f"{size}-bytes")
 def test_naive_bytes_follow_the_three_kernel_rule(student, config, bytes_per_element):
     """naive_attention_hbm_bytes is the int B·H·(2·Nq·D + 2·Nk·D + 4·Nq·Nk)·bytes_per_element.
 
@@ -59,8 +60,8 @@ def test_naive_bytes_follow_the_three_kernel_rule(student, config, bytes_per_ele
 
 @pytest.mark.points(1)
 @pytest.mark.task("analysis.flash_attention_hbm_bytes")
-@pytest.mark.parametrize("config", CONFIGS)
-@pytest.mark.parametrize("q_tile", [64, 128, 96])
+@pytest.mark.parametrize("config", CONFIGS, ids=IDS)
+@pytest.mark.parametrize("q_tile", [64, 128, 96], ids=lambda tile: f"q_tile={tile}")
 def test_flash_bytes_reread_k_and_v_once_per_query_tile(student, config, q_tile):
     """flash_attention_hbm_bytes is the int B·H·((2·Nq·D + 2·T·Nk·D)·bytes + 4·Nq), T = ceil(Nq / q_tile).
 

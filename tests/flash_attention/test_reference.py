@@ -9,7 +9,8 @@ REFERENCE = "flash_attention.reference"
 @pytest.mark.points(2)
 @pytest.mark.task("reference.attention")
 @pytest.mark.parametrize("lead, n_queries, n_keys, head_dim, is_causal",
-                         [((2, 3), 12, 20, 16, False), ((4,), 17, 17, 8, True)])
+                         [((2, 3), 12, 20, 16, False), ((4,), 17, 17, 8, True)],
+                         ids=["2x3-nq12-nk20-d16-full", "4-nq17-nk17-d8-causal"])
 def test_attention_matches_float64(student, trusted, lead, n_queries, n_keys, head_dim, is_causal):
     """attention(q, k, v, is_causal) in float32 matches a float64 softmax(q kᵀ / sqrt(d)) v.
 

@@ -93,9 +93,12 @@ def test_profile_top_ops_returns_at_most_k_ops(student):
 @pytest.mark.edge
 @pytest.mark.points(0.5)
 @pytest.mark.parametrize("function, kwargs, name", [
-    pytest.param("benchmark", {"warmup": -1, "rep": 5}, "warmup", marks=pytest.mark.task("measure.benchmark")),
-    pytest.param("benchmark", {"warmup": 1, "rep": 0}, "rep", marks=pytest.mark.task("measure.benchmark")),
-    pytest.param("profile_top_ops", {"k": 0}, "k", marks=pytest.mark.task("measure.profile_top_ops")),
+    pytest.param("benchmark", {"warmup": -1, "rep": 5}, "warmup", marks=pytest.mark.task("measure.benchmark"),
+                 id="benchmark-warmup=-1"),
+    pytest.param("benchmark", {"warmup": 1, "rep": 0}, "rep", marks=pytest.mark.task("measure.benchmark"),
+                 id="benchmark-rep=0"),
+    pytest.param("profile_top_ops", {"k": 0}, "k", marks=pytest.mark.task("measure.profile_top_ops"),
+                 id="profile_top_ops-k=0"),
 ])
 def test_measure_functions_reject_invalid_counts(student, function, kwargs, name):
     """warmup below 0, rep below 1 or k below 1 raise ValueError naming the argument."""

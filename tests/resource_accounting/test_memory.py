@@ -53,7 +53,7 @@ def test_gpt3_ffn_matrix_takes_2304_mib_measured_on_a_meta_tensor(student):
 @pytest.mark.parametrize("dtype, bits", [
     (torch.float32, (1, 8, 23)), (torch.float16, (1, 5, 10)), (torch.bfloat16, (1, 8, 7)),
     (torch.float8_e4m3fn, (1, 4, 3)), (torch.float8_e5m2, (1, 5, 2)),
-])
+], ids=lambda value: str(value).removeprefix("torch.") if isinstance(value, torch.dtype) else "-".join(map(str, value)))
 def test_float_format_gives_sign_exponent_mantissa_bits(memory, dtype, bits):
     """float_format(dtype) is (sign_bits, exponent_bits, mantissa_bits) as ints, adding up to the dtype's width."""
     got = memory.float_format(dtype)
@@ -65,7 +65,7 @@ def test_float_format_gives_sign_exponent_mantissa_bits(memory, dtype, bits):
 @pytest.mark.edge
 @pytest.mark.points(0.5)
 @pytest.mark.task("memory.float_format")
-@pytest.mark.parametrize("dtype", [torch.int32, torch.float64])
+@pytest.mark.parametrize("dtype", [torch.int32, torch.float64], ids=["int32", "float64"])
 def test_float_format_raises_type_error_for_other_dtypes(memory, dtype):
     """float_format raises TypeError for a dtype outside the five formats of the lecture."""
     with pytest.raises(TypeError):

@@ -64,18 +64,54 @@ def test_a_region_outside_a_function_is_an_error():
         stubs.python_stub("### BEGIN SOLUTION\nX = 1\n### END SOLUTION\n", "m.py")
 
 
+# A written question (answered in answers.md: its model answer becomes the stub's line) and worked answers
+# the tests grade through the code (nothing to write there: they go without a trace).
+HANDOUT = """## §1 Counting
+
+- **N1.** How many? The tests call count() for it.
+
+### BEGIN SOLUTION
+N1: 42, from count().
+### END SOLUTION
+
+## §2 Questions
+
+**Q1.** *(1 point)* Why?
+
+*Rubric (1 point):*
+- *(1)* because.
+
+### BEGIN SOLUTION
+The answer is 42.
+### END SOLUTION
+"""
+STUDENT_HANDOUT = """## §1 Counting
+
+- **N1.** How many? The tests call count() for it.
+
+## §2 Questions
+
+**Q1.** *(1 point)* Why?
+
+*Rubric (1 point):*
+- *(1)* because.
+
+*Your answer here.*
+"""
+
+
 def test_generate_copies_other_files_and_stubs_markdown_answers(tmp_path):
     source = tmp_path / "solutions" / "pkg"
     source.mkdir(parents=True)
     (source / "counter.py").write_text(SOLUTION)
-    (source / "README.md").write_text("## Q1\n\n### BEGIN SOLUTION\nThe answer is 42.\n### END SOLUTION\n")
+    (source / "README.md").write_text(HANDOUT)
     (source / "data.bin").write_bytes(b"\x00\xff")
     (source / "__pycache__").mkdir()
     (source / "__pycache__" / "x.pyc").write_bytes(b"")
     written = stubs.generate(tmp_path / "solutions", tmp_path / "assignments")
-    assert written == ["pkg/README.md", "pkg/counter.py", "pkg/data.bin"]
+    assert written == ["pkg/README.md", "pkg/counter.py", "pkg/data.bin", "pkg/answers.md"]
     target = tmp_path / "assignments" / "pkg"
-    assert (target / "README.md").read_text() == "## Q1\n\n*Your answer here.*\n"
+    assert (target / "README.md").read_text() == STUDENT_HANDOUT
     assert (target / "data.bin").read_bytes() == b"\x00\xff"
     assert not (target / "__pycache__").exists()
 
