@@ -15,7 +15,10 @@ Two controllers matter: pids (a cap on processes, and a list of every one of the
 and CPU accounting. Each is taken from cgroup v1 where its hierarchy is mounted, else from the v2
 tree, whichever this process may write (root, or a grader given a delegated v2 subtree). Where it may
 write neither, `create` returns None and the worker runs without: policy.Protections says so, the
-pids cap falls back to RLIMIT_NPROC and the CPU budget to the wall clock (cputime.py).
+pids cap falls back to RLIMIT_NPROC and the CPU budget to the wall clock (cputime.py). Where the v2
+tree is there too, the worker also gets a folder of it for its CPU pressure (`cpu.pressure`: the time
+some task of the worker was runnable but waited for a core, kept across tasks that ended), which
+cputime.py bounds by the grader's own reading of the machine.
 """
 
 from __future__ import annotations
@@ -110,8 +113,9 @@ class WorkerCgroup:
     """The cgroups of one worker: the pids cap (where one can be made) and the CPU account (likewise).
     Both may be the same folder (v2). `procs_files` are what the launcher writes its pid into."""
 
-    def __init__(self, folders: list[Path], pids: Path | None, cpu: tuple[Path, int] | None) -> None:
-        self.folders, self.pids, self.cpu = folders, pids, cpu
+    def __init__(self, folders: list[Path], pids: Path | None, cpu: tuple[Path, int] | None,
+                 pressure: Path | None = None) -> None:
+        self.folders, self.pids, self.cpu, self.pressure = folders, pids, cpu, pressure
         self._last_cpu = 0.0
 
     @classmethod
@@ -119,7 +123,7 @@ class WorkerCgroup:
         """New cgroups for one worker, or None where this process may make none of those asked for."""
         name = PREFIX + uuid.uuid4().hex[:12]
         made: dict[Path, Path] = {}  # parent -> the new folder under it
-        pids = cpu = None
+        pids = cpu = pressure = None
 
         def folder(place: _Place) -> Path:
             if place.parent not in made:
@@ -142,14 +146,20 @@ class WorkerCgroup:
                     _read_cpu(cpu)
                 except OSError:
                     cpu = None
+            if want_cpu and (place := _v2_place()) is not None:
+                try:
+                    path = folder(place)
+                    pressure = path if (path / "cpu.pressure").exists() else None
+                except OSError:
+                    pass
         finally:
             for path in list(made.values()):
-                if path != pids and (cpu is None or path != cpu[0]):
+                if path not in (pids, pressure) and (cpu is None or path != cpu[0]):
                     _rmdir(path)
                     made = {k: v for k, v in made.items() if v != path}
         if pids is None and cpu is None:
             return None
-        return cls(list(made.values()), pids, cpu)
+        return cls(list(made.values()), pids, cpu, pressure)
 
     @property
     def procs_files(self) -> list[str]:
@@ -174,6 +184,19 @@ class WorkerCgroup:
         except OSError:
             pass
         return self._last_cpu
+
+    def delay_seconds(self) -> float | None:
+        """Seconds in which some task of it was runnable but waited for a core ("some" of its cpu.pressure),
+        or None without a v2 folder."""
+        if self.pressure is None:
+            return None
+        try:
+            for line in (self.pressure / "cpu.pressure").read_text().splitlines():
+                if line.startswith("some "):
+                    return int(line.rpartition("total=")[2]) / 1e6
+        except (OSError, ValueError):
+            pass
+        return None
 
     def kill_all(self, patience: float = 10.0) -> None:
         """SIGKILL every process in it until it is empty (forks may race the first round)."""
@@ -223,6 +246,16 @@ def _pids_place() -> _Place | None:
 @functools.lru_cache(maxsize=None)
 def _cpu_place() -> _Place | None:
     return _place("cpuacct")
+
+
+@functools.lru_cache(maxsize=None)
+def _v2_place() -> _Place | None:
+    v1, v2, v2_root = _mounts()
+    own, unified = _own()
+    if v2 is None or unified is None:
+        return None
+    parent = _under(v2, v2_root, unified)
+    return _Place(parent, 2) if os.access(parent, os.W_OK) else None
 
 
 @functools.lru_cache(maxsize=None)

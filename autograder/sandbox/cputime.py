@@ -9,11 +9,13 @@ reported by the submission's own processes:
   (cgroups.py): every process that ever ran there, however it ended (a child reaped by the kernel
   because its parent ignores SIGCHLD, a process stopped with SIGSTOP). The code is over its budget when
   this reaches it: an endless loop, or far too slow.
-- *waiting*: seconds in which no core the grader may use was free (`Machine`: the kernel's idle time
-  of those cores, read by the grader from /proc/stat), less the time the worker itself ran. That is the
-  machine's load, never the code's: to keep every core busy the submission would have to run on them,
-  and that CPU is counted against it. (Its own threads' run-queue delay is not used: a submission makes
-  that as large as it likes with processes that are always runnable and never run.)
+- *waiting*: seconds its threads were runnable but waited for a core (their run-queue delay, from
+  schedstat), but never more than the seconds in which no core the grader may use was free (`Machine`:
+  the kernel's idle time of those cores, read by the grader from /proc/stat). That is the machine's
+  load, never the code's. Each bound alone can be gamed or is wrong: a submission makes its run-queue
+  delay as large as it likes with processes that are always runnable and never run (lowest priority,
+  pinned to a core something else keeps busy), but it cannot keep every core busy without running on
+  them, and that CPU is counted against it; and a sleeping call on a busy machine waits for no core.
 - *idle*: the rest of the wall clock. The code waited for something else: a sleep, a lock, a pipe.
   It is over its budget when idle time alone reaches it.
 
@@ -65,6 +67,22 @@ def descendants(root: int, extra: tuple[int, ...] = ()) -> set[int]:
             found.add(pid)
             todo += children.get(pid, [])
     return found
+
+
+def run_delay(pids) -> float:
+    """Seconds the threads of these processes were runnable but waited for a core (schedstat's run_delay)."""
+    total = 0
+    for pid in pids:
+        try:
+            tasks = list((PROC / str(pid) / "task").iterdir())
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                total += int((task / "schedstat").read_text().split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    return total / 1e9
 
 
 def process_cpu(pids: set[int]) -> float:
@@ -122,14 +140,17 @@ def backstop(budget: float) -> float:
 
 class Meter:
     """One call's use of the machine, from its start. `cpu` reads the worker's CPU seconds from its cgroup
-    (cumulative; None where the worker has no CPU account: the wall clock is charged then); `machine`
-    is the grader's reading of the machine's load over the same time."""
+    (cumulative; None where the worker has no CPU account: the wall clock is charged then); `delay` its
+    processes' run-queue delay (cumulative; run_delay of its cgroup's members); `machine` is the
+    grader's reading of the machine's load over the same time."""
 
-    def __init__(self, cpu: Callable[[], float | None] | None, budget: float, machine: Machine | None = None) -> None:
-        self.cpu, self.budget = cpu, budget
+    def __init__(self, cpu: Callable[[], float | None] | None, budget: float, machine: Machine | None = None,
+                 delay: Callable[[], float] | None = None) -> None:
+        self.cpu, self.budget, self.delay = cpu, budget, delay
         self.machine = machine or Machine()
         self.started = time.monotonic()
         self.base = cpu() if cpu is not None else None
+        self.delay_base = delay() if delay is not None else 0.0
         self.used = Usage()
         self.wall = 0.0
         self.last: str | None = None  # the verdict that stopped the call, if one did
@@ -143,7 +164,8 @@ class Meter:
         self.wall = time.monotonic() - self.started
         now = self.cpu() if self.counted else None
         cpu = max(0.0, now - self.base) if now is not None and self.base is not None else 0.0
-        waiting = min(self.machine.busy(self.wall), max(0.0, self.wall - cpu))
+        delayed = max(0.0, self.delay() - self.delay_base) if self.delay is not None else self.wall
+        waiting = min(self.machine.busy(self.wall), delayed, max(0.0, self.wall - cpu))
         self.used = Usage(cpu, waiting)
         return self.used
 

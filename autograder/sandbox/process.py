@@ -29,9 +29,10 @@ from autograder.model.results import GRADER_FAULT
 from autograder.harness.student import GraderOverloaded, Student, checked_stores, scenario_name
 from autograder.sandbox import bwrap, staging, syscalls, user
 from autograder.sandbox.cgroups import WorkerCgroup
-from autograder.sandbox.cputime import Machine, Meter, backstop, descendants, process_cpu
+from autograder.sandbox.cputime import Machine, Meter, backstop, descendants, process_cpu, run_delay
 from autograder.sandbox.framing import FrameError, read_frame, write_frame
 from autograder.sandbox.policy import Protections
+from kernels import gpu_stand_in
 
 LAUNCHER = Path(__file__).with_name("launch.py")
 OUTPUT_TAIL = 3000
@@ -92,6 +93,7 @@ class _Process:
         self.to_worker, self.from_worker, self.cgroup, self.ready = req_w, rep_r, cgroup, False
         self.output = output  # its own file: a flood that hit the size limit does not outlive it
         self.cpu = 0.0  # CPU seconds its processes had used when it was killed (those still there then)
+        self.delays: dict[int, float] = {}  # pid -> the most run-queue delay it was seen with (no pressure file)
         with open(output, "ab") as out:
             try:
                 self.popen = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
@@ -110,6 +112,17 @@ class _Process:
 
     def counted(self) -> bool:
         return self.cgroup is not None and self.cgroup.cpu is not None
+
+    def run_delay(self) -> float:
+        """Seconds its processes were runnable but waited for a core: its cgroup's CPU pressure where it has
+        one (processes that ended keep theirs), else the sum of its processes' run-queue delay, each kept at
+        the most it was seen at (so a process that ended still counts what it was last seen to have)."""
+        pressure = self.cgroup.delay_seconds() if self.cgroup is not None else None
+        if pressure is not None:
+            return pressure
+        for pid in self.cgroup.members() if self.cgroup is not None else self.tree():
+            self.delays[pid] = max(self.delays.get(pid, 0.0), run_delay([pid]))
+        return sum(self.delays.values())
 
     def wait_ready(self, timeout: float) -> None:
         if not self.ready:
@@ -156,9 +169,11 @@ class Worker:
     """
 
     def __init__(self, lib: Path, submission: Path, scratch: Path, protections: Protections, gpu: bool,
-                 account: user.Account | None = None, ran: CodeRan | None = None) -> None:
+                 account: user.Account | None = None, ran: CodeRan | None = None, stand_in: bool = False) -> None:
         self.lib, self.submission, self.scratch = lib, submission, scratch
         self.protections, self.gpu = protections, gpu
+        # A GPU worker on a machine without a GPU, for the grader's GPU rehearsal (kernels.gpu_stand_in).
+        self.stand_in = gpu and stand_in
         self.current: _Process | None = None
         self.spare: _Process | None = None
         self.starts = 0
@@ -201,7 +216,7 @@ class Worker:
         `timeout` is the call's budget in CPU seconds; the wall clock is only a backstop, and a call it
         stops while under budget raises GraderOverloaded (the machine was too busy, not the code slow)."""
         proc = self.ready()
-        self.meter = meter = Meter(proc.cpu_seconds if proc.counted() else None, timeout)
+        self.meter = meter = Meter(proc.cpu_seconds if proc.counted() else None, timeout, delay=proc.run_delay)
         limit = meter.started + (backstop(timeout) if meter.counted else timeout)
         polled = []
 
@@ -254,22 +269,22 @@ class Worker:
         if self.account is not None and not self.shared:  # the submission is in place by the first call
             user.share_read_only(self.submission)
             self.shared = True
-        started, machine = time.monotonic(), Machine()
+        started, machine, delay = time.monotonic(), Machine(), self.current.run_delay()
         try:
             self.current.wait_ready(self.protections.limits.start_timeout)
         except (FrameError, OSError, wire.WireError) as exc:
-            raise self._start_failure(exc, machine, self.current) from None
+            raise self._start_failure(exc, machine, delay, self.current) from None
         finally:
             self.waited += time.monotonic() - started
         return self.current
 
-    def _start_failure(self, exc: Exception, machine: Machine, proc: _Process) -> Exception:
-        """Whose failure a worker that did not start is (the module's docstring): the machine's where the
-        grader saw its cores busy for most of the wait, else the submission's where its code had run in this
-        grading, else the grader's own."""
+    def _start_failure(self, exc: Exception, machine: Machine, delay: float, proc: _Process) -> Exception:
+        """Whose failure a worker that did not start is (the module's docstring): the machine's where it waited
+        for a core for most of the wait while the grader saw the cores busy (cputime's "waiting"), else the
+        submission's where its code had run in this grading, else the grader's own."""
         wall = time.monotonic() - machine.started
         cpu = proc.cpu_seconds() or 0.0
-        busy = min(machine.busy(wall), max(0.0, wall - cpu))
+        busy = min(machine.busy(wall), max(0.0, proc.run_delay() - delay), max(0.0, wall - cpu))
         timed_out = isinstance(exc, FrameError) and str(exc) == "timeout"
         limit = self.protections.limits.start_timeout
         failure = self._failure(exc, limit, starting=True)
@@ -306,6 +321,8 @@ class Worker:
         rep_r, rep_w = os.pipe()
         env = bwrap.worker_env(*self._paths(), interpret=not self.gpu, threads=1)
         env["LLMSYS_WORKER_FDS"] = f"{req_r},{rep_w}"
+        if self.stand_in:
+            env[gpu_stand_in.VARIABLE] = "1"
         if warm:  # booting ahead of its first call: take torch's dispatch imports now, not in a FlopCounter
             env["LLMSYS_WARM_DISPATCH"] = "1"
         if self.protections.user:

@@ -23,7 +23,8 @@ import pytest
 from autograder.harness.student import GraderOverloaded
 from autograder.sandbox import cgroups
 from autograder.sandbox.cgroups import WorkerCgroup
-from autograder.sandbox.cputime import Machine, Meter, backstop, descendants, process_cpu
+from autograder.sandbox import cputime
+from autograder.sandbox.cputime import Machine, Meter, backstop, descendants, process_cpu, run_delay
 from autograder.sandbox.process import RemoteStudent, Worker, WorkerError
 from tests.autograder.sandbox import fake
 
@@ -166,10 +167,24 @@ def test_the_backstop_is_generous():
     assert backstop(15) == 75 and backstop(300) == 1200
 
 
-def test_the_machine_reading_sees_idle_cores_as_free_and_busy_ones_as_busy():
-    machine = Machine()
-    time.sleep(1.0)
-    assert machine.busy(time.monotonic() - machine.started) < 0.5, "an idle machine is not busy"
+def test_the_machine_reading_counts_the_time_no_core_was_free(tmp_path, monkeypatch):
+    """/proc/stat's idle and iowait ticks of the cores this process may use: over 10 s of wall clock, cores that
+    were idle 3 s and 4 s leave at least 3 s in which no core was free; other cores do not count."""
+    monkeypatch.setattr(cputime, "PROC", tmp_path)
+
+    def stat(idle: dict[int, int]) -> None:
+        ticks = cputime.TICKS
+        lines = ["cpu  1 2 3 4 5 6 7"] + [f"cpu{n} 100 0 50 {ticks * seconds} {ticks} 0 0" for n, seconds in idle.items()]
+        (tmp_path / "stat").write_text("\n".join(lines) + "\n")
+
+    stat({0: 100, 1: 200, 7: 0})
+    machine = Machine(cpus={0, 1})
+    stat({0: 103, 1: 204, 7: 9})
+    assert machine.busy(10.0) == pytest.approx(3.0)
+    assert machine.busy(5.0) == 0.0, "more idle time than wall clock: a core was always free"
+
+
+def test_the_machine_reading_sees_every_core_taken_as_busy():
     busy = hogs()
     try:
         machine = Machine()
@@ -182,7 +197,7 @@ def test_the_machine_reading_sees_idle_cores_as_free_and_busy_ones_as_busy():
 @CPU_COUNTED
 def test_a_busy_process_is_charged_its_cpu_and_stopped_at_its_budget(grouped):
     process, group = grouped("while True: pass")
-    meter = Meter(group.cpu_seconds, budget=1.0)
+    meter = Meter(group.cpu_seconds, budget=1.0, delay=lambda: run_delay(group.members()))
     while meter.verdict() is None:
         time.sleep(0.05)
     assert meter.last == "cpu" and meter.used.cpu >= 1.0 and meter.wall < 10
@@ -191,7 +206,7 @@ def test_a_busy_process_is_charged_its_cpu_and_stopped_at_its_budget(grouped):
 @CPU_COUNTED
 def test_a_sleeping_process_is_stopped_as_idle_not_as_overloaded(grouped):
     process, group = grouped("import time; time.sleep(60)")
-    meter = Meter(group.cpu_seconds, budget=1.0)
+    meter = Meter(group.cpu_seconds, budget=1.0, delay=lambda: run_delay(group.members()))
     while meter.verdict() is None:
         time.sleep(0.05)
     assert meter.last == "idle" and meter.used.cpu < 0.5
@@ -204,7 +219,7 @@ def test_a_starved_process_is_the_machines_load_never_a_verdict_on_the_code(grou
     busy = hogs()
     try:
         process, group = grouped("while True: pass")
-        meter = Meter(group.cpu_seconds, budget=2.0)
+        meter = Meter(group.cpu_seconds, budget=2.0, delay=lambda: run_delay(group.members()))
         while meter.verdict() is None and meter.wall < 3.0:
             time.sleep(0.05)
         assert meter.last is None, f"stopped as {meter.last} after {meter.wall:.1f} s"
@@ -284,9 +299,14 @@ def test_an_endless_loop_still_fails_on_a_loaded_machine(worker):
 
 
 def test_a_call_that_only_waits_fails_as_the_students(worker):
+    """A sleep waits for no core: idle time, the student's, on a quiet machine as on a busy one."""
     student = RemoteStudent(worker, timeout=1)
-    with pytest.raises(WorkerError, match="without computing"):
-        student.call("tricks.m:nap", 30)
+    busy = hogs()
+    try:
+        with pytest.raises(WorkerError, match="without computing"):
+            student.call("tricks.m:nap", 30)
+    finally:
+        stop(busy)
 
 
 @CPU_COUNTED

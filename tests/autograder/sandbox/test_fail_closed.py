@@ -128,7 +128,8 @@ def namespace_setup(work: Path) -> str:
     real = shutil.which("bwrap")
     if real:
         lines.append(f"mount --bind {fake} {os.path.realpath(real)}")
-    for place in {p.parent for p in (cgroups._pids_place(), cgroups._cpu_place()) if p is not None}:
+    places = (cgroups._pids_place(), cgroups._cpu_place(), cgroups._v2_place())
+    for place in {p.parent for p in places if p is not None}:
         lines.append(f'mount -o remount,bind,ro "$(findmnt -n -o TARGET -T {place})"')
     for index, (closed, child) in enumerate(closed_ancestors()):
         hold = work / f"hold-{index}"
@@ -247,6 +248,7 @@ def test_no_cheat_gains_a_point_without_bubblewrap(hosted, name):
     assert data["score"] == 0 and len(data["tests"]) > 100
     assert "bubblewrap: NOT active" in data["output"] and "user: active" in data["output"]
     assert "RLIMIT_NPROC of the worker's own user" in data["output"]  # the pids cgroup was read-only
+    assert "of wall clock per call (no cgroup could be made here" in data["output"]  # nor any CPU account
 
 
 def test_the_daemon_ran_and_results_json_is_the_graders_alone(hosted):

@@ -27,7 +27,7 @@ import pytest
 
 from autograder.model.results import GRADER_FAULT
 from autograder.harness.student import GraderOverloaded
-from autograder.sandbox import bwrap, policy
+from autograder.sandbox import bwrap, cputime, policy, process
 from autograder.sandbox.process import GraderFault, RemoteStudent, Worker, WorkerError
 from tests.autograder.sandbox import fake
 
@@ -160,11 +160,20 @@ def test_a_module_left_in_the_scratch_folder_is_never_imported_by_the_next_worke
         worker.stop()
 
 
+class IdleMachine(cputime.Machine):
+    """The grader's reading of a machine whose cores were never all busy (the attribution is what is tested
+    here; the reading itself is tested in test_cputime.py)."""
+
+    def busy(self, wall: float) -> float:
+        return 0.0
+
+
 def test_a_worker_that_cannot_start_after_the_submissions_code_ran_is_the_submissions(tmp_path, monkeypatch):
     """A start that times out on an idle machine: before any call it is the grader's fault (nothing of the
     submission had run), after a call it is the submission's. The timeout is made real by a start limit too
     short for Python and torch to boot."""
     policy.bwrap_status.cache_clear()
+    monkeypatch.setattr(process, "Machine", IdleMachine)
     worker = fake.worker(tmp_path / "w", "tricks", {"m": TRICKS})
     quick = dataclasses.replace(worker.protections.limits, start_timeout=0.3)
     worker.protections = dataclasses.replace(worker.protections, limits=quick)
