@@ -92,18 +92,40 @@ def groups(config: pytest.Config, statuses: tuple[str, ...], names: set[str] | N
     return sorted(found.values(), key=lambda group: group.order)
 
 
+def _count(n: float, what: str) -> str:
+    return f"{n:g} {what}{'s' * (n != 1)}"
+
+
 def not_implemented_lines(config: pytest.Config) -> list[str]:
+    """The tasks still stubs, by assignment in course order: an assignment not started yet (no test of it ran
+    code of the student's) in one line, the others a line per task in handout order."""
+    started = {t.assignment for t in report_of(config).tests if t.status in ("passed", "failed", "error")}
     lines, assignment = [], None
-    for group in groups(config, ("not_implemented",)):
-        if group.assignment != assignment:
-            assignment = group.assignment
-            handout = tree_of(config) / assignment / "README.md"
-            where = f" (handout: {handout.relative_to(config.rootpath).as_posix()})" \
-                if handout.is_file() and handout.is_relative_to(config.rootpath) else ""
-            lines.append(assignment + where)
-        points = sum(t.max_points for t in group.tests)
-        lines.append(f"  {group.label}: not implemented yet ({len(group.tests)} test{'s' * (len(group.tests) != 1)}, "
-                     f"{points:g} point{'s' * (points != 1)})")
+    todo = groups(config, ("not_implemented",))
+    for group in todo:
+        if group.assignment == assignment:
+            if assignment in started:
+                points = sum(t.max_points for t in group.tests)
+                lines.append(f"  {group.label}: not implemented yet ({_count(len(group.tests), 'test')}, "
+                             f"{_count(points, 'point')})")
+            continue
+        assignment = group.assignment
+        handout = tree_of(config) / assignment / "README.md"
+        where = f"handout: {handout.relative_to(config.rootpath).as_posix()}" \
+            if handout.is_file() and handout.is_relative_to(config.rootpath) else ""
+        if assignment in started:
+            lines.append(assignment + (f" ({where})" if where else ""))
+            points = sum(t.max_points for t in group.tests)
+            lines.append(f"  {group.label}: not implemented yet ({_count(len(group.tests), 'test')}, "
+                         f"{_count(points, 'point')})")
+            continue
+        mine = [g for g in todo if g.assignment == assignment]
+        sections = [g.section for g in mine if g.section is not None]
+        span = "" if not sections else f", §{min(sections)}" + (f" to §{max(sections)}" if max(sections) > min(sections)
+                                                                else "")
+        tests = [t for g in mine for t in g.tests]
+        lines.append(f"{assignment}: not started: {_count(len(mine), 'task')}{span} ({_count(len(tests), 'test')}, "
+                     f"{_count(sum(t.max_points for t in tests), 'point')})" + (f"; {where}" if where else ""))
     return lines
 
 

@@ -47,11 +47,17 @@ install: $(STAMP)
 
 # The stamp's name holds the checksum of pyproject.toml and the lock, so the rule needs no prerequisite:
 # file times never reinstall into a venv that already has this lock's dependencies. pip checks every file
-# it installs against the lock's hashes.
+# it installs against the lock's hashes. pip runs quiet, what it says goes to INSTALL_LOG, and the first
+# run shows one line for the whole install; a failure says so and shows the log's last lines.
+INSTALL_LOG := $(VENV)/install.log
+PIP_INSTALL = $(VENV)/bin/python -m pip install --quiet --disable-pip-version-check
+PIP_FAILED = { echo "make: installing into $(VENV) failed; the end of pip's log, $(INSTALL_LOG):"; \
+  tail -n 20 $(INSTALL_LOG); exit 1; }
 $(VENV)/.installed-%:
 	@test -x $(VENV)/bin/python || $(BOOTSTRAP) -m venv $(VENV)
-	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check $(TORCH_PIN)$(if $(TORCH_INDEX), --index-url $(TORCH_INDEX))
-	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes -r $(LOCK)
+	@echo "Installing torch and the course's locked packages into $(VENV), the first time only (a few minutes; pip's log: $(INSTALL_LOG))"
+	@$(PIP_INSTALL) $(TORCH_PIN)$(if $(TORCH_INDEX), --index-url $(TORCH_INDEX)) >>$(INSTALL_LOG) 2>&1 || $(PIP_FAILED)
+	@$(PIP_INSTALL) --require-hashes -r $(LOCK) >>$(INSTALL_LOG) 2>&1 || $(PIP_FAILED)
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 

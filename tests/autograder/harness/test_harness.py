@@ -103,7 +103,7 @@ def test_the_option_selects_the_stubs_which_score_zero(project):
     result = run(project, "--impl", "assignments")
     assert result.ret == 1
     result.stdout.fnmatch_lines(["*demo*0 / 9*public points*2 not implemented yet*"])
-    result.stdout.fnmatch_lines(["  §1 m.add: not implemented yet (1 test, 2 points)"])
+    result.stdout.fnmatch_lines(["demo: not started: 2 tasks, §1 (2 tests, 5 points)"])
 
 
 def test_the_environment_variable_selects_a_tree_and_the_option_wins(project, monkeypatch):
@@ -270,17 +270,25 @@ def points_table(result: pytest.RunResult) -> list[str]:
 
 
 def test_unimplemented_tasks_are_one_line_each_in_handout_order_then_the_next_step(tasks_project):
+    """An assignment not started is one line (the first run fits on one screen); once one of its tests runs the
+    student's code, each task still a stub is one line, in handout order."""
     result = run(tasks_project, "--impl", "assignments", "tests/demo/test_n.py")
     assert result.ret == 1
-    result.stdout.fnmatch_lines(["*= not implemented yet =*", "demo",
-                                 "  §1 n.first: not implemented yet (2 tests, 6 points)",
-                                 "  §2 n.second: not implemented yet (2 tests, 3 points)",
-                                 "  §2 n.doubled: not implemented yet (1 test, 1 point)",
-                                 "  §2 n.filled: not implemented yet (1 test, 1 point)", "*= points =*"])
+    result.stdout.fnmatch_lines(["*= not implemented yet =*", "demo: not started: 4 tasks, §1 to §2 (6 tests, 11 points)",
+                                 "*= points =*"])
     assert "NotImplementedError" not in result.stdout.str() and "Traceback" not in result.stdout.str()
     assert result.outlines[-1] == ("next: demo §1 n.first does not pass yet; run only its tests with: "
                                    "python -m pytest --task n.first")
     result.stdout.fnmatch_lines(["*= 6 failed in *"])  # still failures: pytest's count and exit status
+    shutil.copytree(tasks_project.path / "assignments", tasks_project.path / "halfway")
+    (tasks_project.path / "halfway" / "demo" / "n.py").write_text(
+        MODULE_STUB.replace('raise NotImplementedError("first in demo/n.py', 'return {}  # ("first in demo/n.py'))
+    started = run(tasks_project, "--impl", "halfway", "tests/demo/test_n.py")
+    started.stdout.fnmatch_lines(["*= not implemented yet =*", "demo",
+                                  "  §2 n.second: not implemented yet (2 tests, 3 points)",
+                                  "  §2 n.doubled: not implemented yet (1 test, 1 point)",
+                                  "  §2 n.filled: not implemented yet (1 test, 1 point)", "*= points =*"],
+                                 consecutive=True)
 
 
 def test_verbose_or_an_explicit_tb_shows_every_traceback_with_the_same_points_and_status(tasks_project):
@@ -295,7 +303,7 @@ def test_verbose_or_an_explicit_tb_shows_every_traceback_with_the_same_points_an
 def test_the_task_option_runs_only_that_tasks_tests(tasks_project):
     result = run(tasks_project, "--impl", "assignments", "--task", "n.second")
     result.stdout.fnmatch_lines(["*7 deselected / 2 selected*", "*= 2 failed, 7 deselected in *"])
-    assert run(tasks_project, "--impl", "assignments", "--task", "n").stdout.str().count("not implemented yet (") == 4
+    assert "demo: not started: 4 tasks" in run(tasks_project, "--impl", "assignments", "--task", "n").stdout.str()
     unknown = run(tasks_project, "--impl", "assignments", "--task", "n.third")
     assert unknown.ret == pytest.ExitCode.USAGE_ERROR
     unknown.stderr.fnmatch_lines(["*no test exercises the task 'n.third'; the tasks are: n.doubled, n.filled, "
