@@ -49,7 +49,7 @@ from autograder.static import checks, triton_rules
 from autograder.written import answers as written
 from autograder.grading import ahead, stages
 from autograder.model.results import GradeReport
-from autograder.sandbox import policy, staging
+from autograder.sandbox import bwrap, policy, staging
 from autograder.sandbox.process import RemoteStudent, Worker
 from autograder.grading.intake import open_submission
 from kernels import impl
@@ -156,11 +156,53 @@ def call_timeout_for(timeout: float, gpu: bool) -> float:
     return timeout * GPU_CALL_FACTOR if gpu else timeout
 
 
+# The GPU rehearsal (docs/gpus.md, "Rehearsing GPU grading on a CPU"): read here only, by the grader's runner.
+REHEARSAL = "LLMSYS_REHEARSE_GPU"
+
+
+class RehearsalError(ValueError):
+    """LLMSYS_REHEARSE_GPU is set to something other than 1, or on a machine that has a GPU."""
+
+
+def rehearsing() -> bool:
+    """Whether this runner rehearses a GPU grader on a machine without a GPU ($LLMSYS_REHEARSE_GPU=1): it then
+    takes every branch it takes on a GPU (protections_for's limits; GPU workers, with the GPU's device files
+    bound where there are any; the compile checks in a new process; the checks counted under Triton's
+    interpreter in a second worker), and its GPU workers stand in for workers on a GPU (kernels.gpu_stand_in)
+    while their kernels run under Triton's interpreter on the CPU. The tests marked `gpu` need CUDA: they stay
+    "not graded here"."""
+    value = os.environ.get(REHEARSAL, "")
+    if value not in ("", "0", "1"):
+        raise RehearsalError(f"{REHEARSAL} must be 1 (rehearse GPU grading on this CPU) or unset, not {value!r}")
+    if value == "1" and has_cuda():
+        raise RehearsalError(f"{REHEARSAL}=1 rehearses GPU grading on a machine without a GPU, and this one has "
+                             "CUDA: unset it, and the grader grades on the GPU")
+    return value == "1"
+
+
 def protections_for(timeout: float, sandbox: str) -> tuple[policy.Protections, bool]:
-    gpu = has_cuda()
+    gpu = has_cuda() or rehearsing()
     limits = policy.Limits(call_timeout=call_timeout_for(timeout, gpu),
                            address_space=None if gpu else policy.Limits.address_space)
     return policy.detect(sandbox, limits), gpu
+
+
+def gpu_lines(worker: Worker) -> list[str]:
+    """What the grading log says of a GPU grader's branches (none on a CPU grader), and of a rehearsal."""
+    if not worker.gpu:
+        return []
+    limits = worker.protections.limits
+    devices = ", ".join(bwrap.gpu_devices()) or "none found"
+    lines = [f"GPU grader: each call may use {limits.call_timeout:g} s of CPU ({GPU_CALL_FACTOR:g} times --timeout: "
+             "a call also compiles the kernels it launches), no address-space limit"
+             + (f"; the GPU's device files bound into bubblewrap: {devices}" if worker.protections.bwrap else "")
+             + "; the compile checks build in a new process; the checks counted under Triton's interpreter run in "
+             "a second worker, under the interpreter and without the GPU"]
+    if worker.stand_in:
+        lines.append(f"GPU REHEARSAL ({REHEARSAL}=1), not a grade: this machine has no GPU; the GPU grader's "
+                     "branches are taken, its GPU workers stand in for workers on a GPU (kernels.gpu_stand_in) and "
+                     "run the kernels under Triton's interpreter on the CPU; the tests that need CUDA are not graded")
+    return lines
 
 
 class Slot:
@@ -182,7 +224,8 @@ class Slot:
         _SLOTS.append(self)  # from here on, an ending runner closes it (see _end)
         lib = staging.build_lib(self.stage / "lib", known_assignments())
         (self.stage / "submission").mkdir(mode=0o755)
-        self.worker = Worker(lib, self.stage / "submission", self.stage / "scratch", protections, gpu)
+        self.worker = Worker(lib, self.stage / "submission", self.stage / "scratch", protections, gpu,
+                             stand_in=rehearsing())
         self.worker.prestart()
         self.built = time.monotonic() - started
 
@@ -297,7 +340,7 @@ def run(job: Job, slot: Slot, protections: policy.Protections) -> GradeReport:
     if grader.report is not None:
         report.tests = report.tests + answers
     report.submission = submission.name
-    report.log = (protections.lines() + [f"assignments graded: {', '.join(chosen)}"]
+    report.log = (protections.lines() + gpu_lines(slot.worker) + [f"assignments graded: {', '.join(chosen)}"]
                   + submission.problems + [f"static check: {v.message}" for v in violations]
                   + report.log + [f"worker started {slot.worker.starts} time(s); pytest exit code {int(code)}"]
                   + [f"swept after grading, left by the worker's user: {left}" for left in slot.worker.swept])
@@ -433,7 +476,7 @@ def main(argv: list[str] | None = None) -> int:
     stages.sweep()  # the stages of graders killed before they could remove them
     try:  # fail closed: no grading without an isolation (or the instructor's explicit opt-out)
         protections_for(args.timeout, args.sandbox)
-    except policy.SandboxUnavailable as exc:
+    except (policy.SandboxUnavailable, RehearsalError) as exc:
         print(exc, file=sys.stderr)
         return 3
     if args.serve:

@@ -58,6 +58,11 @@ def worker_argv(python: str) -> list[str]:
     return [python, "-P", "-s", "-m", "autograder.sandbox.worker"]
 
 
+def gpu_devices() -> list[str]:
+    """The NVIDIA device files a GPU worker's sandbox binds (/dev/nvidia0, nvidiactl, nvidia-uvm, ...)."""
+    return sorted(glob.glob("/dev/nvidia*"))
+
+
 def bwrap_command(lib: Path, submission: Path, scratch: Path, env: dict[str, str], gpu: bool) -> list[str]:
     # The path that policy.bwrap_status probed, not the name: the launcher runs it with the worker's PATH,
     # which need not hold the folder where the grader found bubblewrap.
@@ -74,7 +79,7 @@ def bwrap_command(lib: Path, submission: Path, scratch: Path, env: dict[str, str
     for prefix in python_prefixes():
         cmd += ["--ro-bind", prefix, prefix]
     if gpu:
-        for device in glob.glob("/dev/nvidia*"):
+        for device in gpu_devices():
             cmd += ["--dev-bind", device, device]
     cmd += ["--ro-bind", str(lib), LIB, "--ro-bind", str(submission), SUBMISSION,
             "--bind", str(scratch), SCRATCH, "--chdir", SCRATCH, "--clearenv"]

@@ -27,8 +27,10 @@ def main() -> None:
     from autograder.model import wire
     from autograder.harness.student import resolve, scenario_name
     from autograder.sandbox.framing import FrameError, read_frame, write_frame
+    from kernels import gpu_stand_in
     from kernels.device import warm_dispatch
 
+    gpu_stand_in.start()  # only where the grader rehearses a GPU grader (kernels/gpu_stand_in.py)
     requests, responses = (int(fd) for fd in os.environ.pop("LLMSYS_WORKER_FDS").split(","))
     torch.set_num_threads(int(os.environ.get("LLMSYS_THREADS", "1")))
     if os.environ.pop("LLMSYS_WARM_DISPATCH", "") == "1":
@@ -55,8 +57,11 @@ def _handle(request: dict, resolve, scenario_name) -> dict:
             fn = resolve(request["target"])
             return {"ok": fn(*request["args"], **request["kwargs"])}
         if request["op"] == "scenario":
+            from kernels.gpu_stand_in import counting
+
             fn = resolve(scenario_name(request["name"]))
-            return {"ok": fn(**request["kwargs"])}
+            with counting(fn):
+                return {"ok": fn(**request["kwargs"])}
         raise ValueError(f"unknown op {request['op']!r}")
     except BaseException as exc:  # noqa: BLE001  (student code may raise anything, SystemExit too)
         return {"error": _describe(exc)}

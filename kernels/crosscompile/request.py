@@ -214,6 +214,9 @@ def answer_request(request: dict) -> dict:
     ("bf16", "fp16"), target ("sm_90"), lead dims, n, head_dim, is_causal, and all_configs (build every
     autotune config, not only the first). A request with "calls" (plain functions, gpu_kernels') is
     answered by student_calls instead; one with "requests" (several), by answer_requests."""
+    from kernels.gpu_stand_in import refuse_a_forked_compile
+
+    refuse_a_forked_compile()  # the grader's GPU rehearsal: CUDA's rule in a child of a GPU worker's stand-in
     if "requests" in request:
         return answer_requests(request)
     if "calls" in request:
@@ -278,12 +281,15 @@ def _gpu_in_reach() -> bool:
     """Whether this process may have started CUDA, or sees a GPU it could start it on (the grader's worker on a
     GPU machine, its device files bound). A child forked from a process that has started CUDA, even only to
     count the devices, cannot use it ("Cannot re-initialize CUDA in forked subprocess"), and a compile on a
-    GPU machine asks Triton's driver about the device: there run_request starts a new process instead."""
+    GPU machine asks Triton's driver about the device: there run_request starts a new process instead. A worker
+    that stands for a GPU worker (the grader's GPU rehearsal, kernels.gpu_stand_in) counts as one."""
     import glob
+
+    from kernels.gpu_stand_in import cuda_in_reach
 
     torch = sys.modules.get("torch")
     started = torch is not None and hasattr(torch, "cuda") and torch.cuda.is_initialized()
-    return started or bool(glob.glob("/dev/nvidia*"))
+    return started or bool(glob.glob("/dev/nvidia*")) or cuda_in_reach()
 
 
 def _forked_request(request: dict, outbox: Path, timeout: float) -> dict:
