@@ -59,7 +59,9 @@ help:
 	@echo "make release       the student release in dist/student/ (make nbgrader, make gradescope, make classroom: the other channels, in dist/)"
 	@echo "make gpu-compile   every Triton kernel built for sm_80, sm_90 and sm_100 without a GPU (make test-gpu-grading: the hidden compile checks in full)"
 	@echo "make check-design  gpu_kernels' hidden design checks (loads, tile order, the GeLU helper, program order) on the solutions at public sizes (IMPL=assignments: the stubs)"
-	@echo "make gpu-validate  on a machine with CUDA: the GPU run in one command, build/gpu_validate.md"
+	@echo "make gpu-validate  on a machine with CUDA: the GPU run in one command, build/gpu_validate.md (PYTHON=python3 on a GPU image: installs nothing)"
+	@echo "make sandbox-debs  Debian's bubblewrap .deb into build/sandbox-tools/, for gpu-validate on a machine without a package index"
+	@echo "make rehearse-gpu  the grader with its GPU branches taken, on this CPU: the reference of every assignment graded, a GPU-only mistake, each fault of the first GPU grading put back"
 	@echo "make lock          resolve requirements-instructor.lock and requirements.lock again from pyproject.toml (UPGRADE=1: newest versions)"
 
 install: $(STAMP)
@@ -230,9 +232,14 @@ classroom: install
 # of solutions/ and kernels/ built for sm_80, sm_90 and sm_100 in bf16 and fp16 (GPU_COMPILE_ARGS=--quick
 # for the subset `make test` runs; --every-build for a row per build); exits non-zero on a failed build or
 # a shared-memory overflow. test-gpu-grading: the hidden compile checks on the reference, an alternative
-# and planted mistakes. gpu-validate: the one-command GPU run (needs CUDA), into build/gpu_validate.md.
+# and planted mistakes. gpu-validate: the one-command GPU run (needs CUDA), into build/gpu_validate.md; it installs
+# nothing but the virtual environment (nothing with PYTHON=python3 on a GPU image: no package index needed) and runs
+# the gradings under the bubblewrap that `make sandbox-debs` fetched into build/sandbox-tools/ where none is
+# installed (GPU_VALIDATE_ARGS="--steps grade-gpu_kernels,reference" for some steps; --check-sandbox). rehearse-gpu:
+# the grader's GPU branches taken on a CPU (LLMSYS_REHEARSE_GPU=1), every assignment graded (docs/gpus.md).
 GPU_COMPILE_ARGS ?=
-.PHONY: gpu-compile test-gpu-grading gpu-validate
+GPU_VALIDATE_ARGS ?=
+.PHONY: gpu-compile test-gpu-grading gpu-validate sandbox-debs rehearse-gpu
 gpu-compile: install
 	TRITON_INTERPRET=0 $(PYTHON) -m kernels.crosscompile --json build/gpu_compile.json $(GPU_COMPILE_ARGS)
 
@@ -247,5 +254,11 @@ test-gpu-grading: install
 	LLMSYS_GPU_GRADING_TESTS=1 $(PYTEST) tests/autograder/suites/test_gpu_compile_grading.py \
 	  tests/autograder/suites/test_gpu_compile_grading_gpu_kernels.py tests/tooling/test_crosscompile.py
 
-gpu-validate: install sandbox-tools
-	$(PYTHON) scripts/gpu_validate.py --out build/gpu_validate.md
+gpu-validate: install
+	$(PYTHON) scripts/gpu_validate.py --out build/gpu_validate.md $(GPU_VALIDATE_ARGS)
+
+sandbox-debs:
+	mkdir -p build/sandbox-tools && cd build/sandbox-tools && apt-get download bubblewrap
+
+rehearse-gpu: install sandbox-tools
+	LLMSYS_REHEARSE_ALL=1 $(PYTEST) tests/autograder/grading/test_gpu_rehearsal.py

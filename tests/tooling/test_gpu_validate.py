@@ -1,8 +1,12 @@
 """scripts/gpu_validate.py (`make gpu-validate`): what can be checked without a GPU."""
 
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -105,3 +109,129 @@ def test_a_build_is_set_beside_the_launched_specialisation_most_like_it():
                         "| _flash_fwd_kernel | 4 | 2 | 32.0 / 32.0 | 168 / 168 | 0 / 0 | yes |",
                         "| _flash_fwd_kernel | 4 | 2 | 32.0 / 32.0 | 200 / 168 | 0 / 0 | NO: registers |"]
     assert gpu_validate.disagrees(rows) and not gpu_validate.disagrees(rows[:4])
+
+
+# What a GPU machine without a package index needs, checked here: the steps and their report, the packages,
+# and the sandbox of the gradings (installed bubblewrap, a carried .deb, the user-mode fallback, or a refusal).
+
+def python(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+def test_the_gradings_come_first_and_a_chosen_subset_keeps_that_order(tmp_path):
+    steps = gpu_validate.plan(tmp_path)
+    names = [step.name for step, _ in steps]
+    assert names[:2] == ["grade-gpu_kernels", "grade-flash_attention"], "never proven on a GPU: they go first"
+    assert len(set(names)) == len(names) and names[-1] == "bench"
+    picked = gpu_validate.chosen(steps, ["bench", "reference", "grade-flash_attention"])
+    assert [step.name for step, _ in picked] == ["grade-flash_attention", "reference", "bench"]
+    with pytest.raises(ValueError, match="no step benchh; the steps: grade-gpu_kernels"):
+        gpu_validate.chosen(steps, ["benchh"])
+
+
+def test_the_steps_run_in_order_and_the_report_is_written_after_each(tmp_path):
+    """Real steps: the second reads the report the first left (its row is there), the third does not fit the
+    budget left and is reported as skipped, not run; each step's whole output is kept beside the report."""
+    out, work = tmp_path / "gpu_validate.md", tmp_path / "work"
+    work.mkdir()
+    steps = [(gpu_validate.Step("first", python("print('first ran')"), 5), None),
+             (gpu_validate.Step("second", python(f"print(open({str(out)!r}).read())"), 5), None),
+             (gpu_validate.Step("third", python("print('third ran')"), 100), None)]  # needs 30 s left to start
+    done = gpu_validate.run_steps(steps, out, work, time.monotonic() + 25, "GPU 0: none, a test")
+    assert [s.name for s in done] == ["first", "second", "third"]
+    assert "| first | 0 |" in done[1].output and "| second |" not in done[1].output, done[1].output
+    report = out.read_text()
+    assert "| second | 0 |" in report and "| third | - | 0 | skipped: only" in report, report
+    assert done[2].returncode is None and (work / "first.log").read_text() == "first ran\n"
+    assert gpu_validate.BUDGET_S + 30 < 8 * 60, "the steps and the checks before them: under 8 minutes"
+
+
+def test_a_missing_package_is_named_with_how_to_get_it_before_anything_runs(tmp_path):
+    """A GPU image's Python without hypothesis (find_spec finds no module where sys.modules holds None)."""
+    code = ("import runpy, sys; sys.modules['hypothesis'] = None; "
+            f"sys.argv = ['gpu_validate.py', '--out', {str(tmp_path / 'r.md')!r}]; "
+            "runpy.run_path('scripts/gpu_validate.py', run_name='__main__')")
+    done = subprocess.run(python(code), cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 3, done.stderr
+    assert done.stderr.count("\n") == 1 and "lacks hypothesis" in done.stderr and "PYTHON=" in done.stderr
+    assert not (tmp_path / "r.md").exists()
+
+
+def only_true(tmp_path: Path) -> str:
+    """A PATH with no bubblewrap on it: a folder holding `true` (which the sandbox's probe runs) and nothing else."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    (folder / "true").symlink_to(shutil.which("true"))
+    return str(folder)
+
+
+def as_nobody() -> dict:
+    """subprocess.run options that run the command as uid and gid 65534 where this process is root."""
+    if os.geteuid() != 0:
+        return {}
+
+    def drop() -> None:
+        os.setgroups([])
+        os.setgid(65534)
+        os.setuid(65534)
+
+    return {"preexec_fn": drop}
+
+
+def a_python_for_nobody() -> str | None:
+    """A Python that uid 65534 can start (the check needs the standard library and the grader's policy only)."""
+    for candidate in (sys.executable, shutil.which("python3"), "/usr/bin/python3"):
+        try:
+            if candidate and subprocess.run([candidate, "-c", "pass"], capture_output=True, timeout=60,
+                                            **as_nobody()).returncode == 0:
+                return candidate
+        except OSError:  # not even started: a folder on its way that this user cannot enter
+            continue
+    return None
+
+
+def test_without_bubblewrap_or_root_it_refuses_in_one_line_saying_what_to_get():
+    runner = a_python_for_nobody()
+    if runner is None:
+        pytest.skip("no Python here that an unprivileged user can start")
+    with tempfile.TemporaryDirectory() as folder:  # one the unprivileged user may read (pytest's tmp_path is 0700)
+        base = Path(folder)
+        base.chmod(0o755)
+        (base / "carried").mkdir()
+        done = subprocess.run([runner, "scripts/gpu_validate.py", "--check-sandbox", "--carried", str(base / "carried")],
+                              cwd=ROOT, env={**os.environ, "PATH": only_true(base)}, capture_output=True, text=True,
+                              timeout=120, **as_nobody())
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    for words in ("no sandbox for the gradings", "bwrap not found", "make sandbox-debs", "apt-get download bubblewrap",
+                  "build/sandbox-tools", "user mode", "not root"):
+        assert words in done.stderr, (words, done.stderr)
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None or shutil.which("dpkg-deb") is None,
+                    reason="needs bubblewrap and dpkg-deb to make a .deb of it")
+def test_a_carried_bubblewrap_deb_is_unpacked_and_the_gradings_run_under_it(tmp_path):
+    """Where no bubblewrap is on PATH, a .deb in the carried folder (as `make sandbox-debs` leaves it) is
+    unpacked without dpkg, put first on PATH, and probed: the gradings run under it."""
+    package = tmp_path / "package"
+    (package / "DEBIAN").mkdir(parents=True)
+    (package / "usr" / "bin").mkdir(parents=True)
+    shutil.copy(shutil.which("bwrap"), package / "usr" / "bin" / "bwrap")
+    (package / "DEBIAN" / "control").write_text("Package: bubblewrap\nVersion: 0.0-test\nArchitecture: all\n"
+                                                "Maintainer: nobody <nobody@localhost>\nDescription: a test copy\n")
+    carried = tmp_path / "carried"
+    carried.mkdir()
+    subprocess.run(["dpkg-deb", "--build", "-Zxz", str(package), str(carried / "bubblewrap_0.0-test_all.deb")],
+                   check=True, capture_output=True, timeout=120)
+    done = subprocess.run([sys.executable, "scripts/gpu_validate.py", "--check-sandbox", "--carried", str(carried)],
+                          cwd=ROOT, env={**os.environ, "PATH": only_true(tmp_path)}, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert f"bubblewrap, unpacked from {carried / 'bubblewrap_0.0-test_all.deb'}" in done.stdout, done.stdout
+    assert (carried / "unpacked" / "usr" / "bin" / "bwrap").exists()
+
+
+def test_a_file_that_is_no_debian_package_is_refused_saying_so(tmp_path):
+    (tmp_path / "bubblewrap_1_amd64.deb").write_text("<html>not found</html>")
+    with pytest.raises(gpu_validate.Missing, match="is not a Debian package.*make sandbox-debs"):
+        gpu_validate.unpack_deb(tmp_path / "bubblewrap_1_amd64.deb", tmp_path / "unpacked")
