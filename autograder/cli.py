@@ -600,5 +600,9 @@ def main(argv: list[str] | None = None) -> int:
     args.command_line = "python -m autograder " + shlex.join(argv)  # what the gradebook's history names
     from autograder.report.history import acting
 
-    with acting(getattr(args, "by", None), args.command_line):
-        return args.command(args)
+    try:
+        with acting(getattr(args, "by", None), args.command_line):
+            return args.command(args)
+    except BrokenPipeError:  # `history ... | head`: the reader has what it wanted; no traceback on the way out
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141

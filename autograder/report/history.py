@@ -1,11 +1,12 @@
 """The record of every change to a grade: when, who, by which command, what it was and what it is, and why.
 
-    python -m autograder history STUDENT OUT        # the changes of one student, oldest first
+    python -m autograder history STUDENT --out OUT     # the changes of one student, oldest first
 
 The gradebook keeps one table, `history`, that is only ever added to, in the same transaction as the change
 itself (so a change is never without its record, nor a record without its change). What is recorded:
   graded           a submission's score of an assignment as graded, and each regrade that changed it (a
-                   resubmission, `batch --regrade`, or a grader error and its retry)
+                   resubmission, `batch --regrade`, or a grader error and its retry); a regrade the grader
+                   failed leaves the grade standing, recorded with the same before and after
   hand score       a written answer scored by hand (`manual import`), replacing the earlier score of that answer
   override         a score set by the course file, changed or removed ([[overrides]])
   excused          an assignment excused, or no longer ([[overrides]] excused = true)

@@ -147,7 +147,7 @@ def write_plain(book: Gradebook, path: Path) -> list[str]:
 
 
 def _plain_cells(mine: dict[str, Final] | None, names: list[str]) -> list:
-    """Each assignment's max, max graded here, raw, penalised, final and percent; then the same for the total."""
+    """Each assignment's max, awaiting hand grading, raw, penalised, final and percent; then the same for the total."""
     if mine is None:
         return [""] * len(PLAIN_PARTS) * (len(names) + 1)
     cells, total = [], [0.0] * 5

@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -325,3 +326,18 @@ def test_the_terminal_table_keeps_the_status_whole_in_a_pipe(term):
     text = console.file.getvalue()
     assert re.search(r"│ graded\s*│", text) and re.search(r"│ missing\s*│", text)
     assert {len(line) for line in text.splitlines() if line.startswith("│")} == {80}  # no column cut off
+
+
+def test_the_history_read_through_a_pipe_that_closes_ends_quietly(term):
+    """`history ... | head -1`: the reader closes the pipe (here before the first line, so that the history
+    certainly writes into a closed pipe); no traceback, the status of SIGPIPE."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[3]
+    reader = subprocess.Popen([sys.executable, "-m", "autograder", "history", "alice", "--out", "out"], cwd=term,
+                              env={**os.environ, "PYTHONPATH": str(root)}, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, bufsize=0)
+    reader.stdout.close()
+    errors = reader.stderr.read().decode()
+    assert reader.wait(timeout=60) == 141 and "Traceback" not in errors, errors
