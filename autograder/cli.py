@@ -416,6 +416,7 @@ def _batch(args: argparse.Namespace) -> int:
     with Gradebook(args.out / "gradebook.sqlite") as book:
         console.print(gradebook_table(rows, finals(book)))
         late_rows = table(book.late()) if late is not None else None
+        failed = sorted(book.failed_regrades())
     if late_rows is not None and late_rows.row_count:
         console.print(late_rows)
     console.print(Text(f"gradebook {args.out / 'gradebook.sqlite'}, grades {args.out / 'grades.csv'}"))
@@ -423,8 +424,10 @@ def _batch(args: argparse.Namespace) -> int:
     if errors:
         console.print(Text(f"{len(errors)} submission(s) not graded: {', '.join(errors)}; "
                            "run the batch again to retry them", style="bold red"))
-        return 1
-    return 0
+    if failed:
+        console.print(Text(f"{len(failed)} regrade(s) failed, their earlier grades stand: {', '.join(failed)}; "
+                           "run the batch again to retry them", style="bold red"))
+    return 1 if errors or failed else 0
 
 
 def nbgrader_command(args: argparse.Namespace) -> int:

@@ -219,6 +219,21 @@ def test_batch_exits_1_while_a_submission_is_recorded_as_an_error(tmp_path, caps
     assert "1 submission(s) not graded: bob" in capsys.readouterr().out
 
 
+def test_batch_exits_1_while_a_regrade_failed_and_the_earlier_grade_stands(tmp_path, capsys, monkeypatch):
+    """A grader error on a regrade keeps the earlier grade, and is still the grader's failure to report: exit 1,
+    naming the submission, until a run grades it again."""
+    make_cohort(tmp_path / "c", {"alice": 2, "bob": 1})
+    monkeypatch.setattr(autograder.grading.client, "ServerPool", toy_pool(toy_grade))
+    assert main(["batch", str(tmp_path / "c"), "--out", str(tmp_path / "o")]) == 0
+    monkeypatch.setattr(autograder.grading.client, "ServerPool",
+                        toy_pool(lambda s: GradeReport("x") if s.name == "alice" else toy_grade(s)))
+    capsys.readouterr()
+    assert main(["batch", str(tmp_path / "c"), "--out", str(tmp_path / "o"), "--regrade", "alice"]) == 1
+    assert "1 regrade(s) failed, their earlier grades stand: alice" in capsys.readouterr().out
+    monkeypatch.setattr(autograder.grading.client, "ServerPool", toy_pool(toy_grade))
+    assert main(["batch", str(tmp_path / "c"), "--out", str(tmp_path / "o")]) == 0
+
+
 def test_batch_usage_errors_exit_2(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["batch", str(tmp_path / "missing"), "--out", str(tmp_path / "o")])
