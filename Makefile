@@ -57,6 +57,7 @@ help:
 	@echo "make report-screenshot  a screenshot of the report (build/report/screenshot.png; SCREENSHOT=autograder/report/screenshot.png for docs/term.md's), in headless chromium"
 	@echo "make answers       build/answers/<assignment>.md: keys, model answers and hidden tests of each assignment past its release date"
 	@echo "make release       the student release in dist/student/ (make nbgrader, make gradescope, make classroom: the other channels, in dist/)"
+	@echo "make test-devcontainer  the release's development container set up from nothing in a clean Debian root (root, debootstrap, bwrap, the network; minutes)"
 	@echo "make gpu-compile   every Triton kernel built for sm_80, sm_90 and sm_100 without a GPU (make test-gpu-grading: the hidden compile checks in full)"
 	@echo "make check-design  gpu_kernels' hidden design checks (loads, tile order, the GeLU helper, program order) on the solutions at public sizes (IMPL=assignments: the stubs)"
 	@echo "make gpu-validate  on a machine with CUDA: the GPU run in one command, build/gpu_validate.md (PYTHON=python3 on a GPU image: installs nothing)"
@@ -218,6 +219,13 @@ DIST ?= dist
 
 release: install
 	$(PYTHON) -m autograder.package.release $(DIST)/student
+
+# The student release's .devcontainer/setup.sh run from nothing in a clean Debian root (debootstrap, bubblewrap; no
+# container engine), then its make test (scripts/devcontainer_check.py). Minutes, most of them torch's download:
+# TORCH_INDEX=<PyTorch's CPU wheel index> keeps it small. `make test` checks the script's logic only.
+.PHONY: test-devcontainer
+test-devcontainer: install
+	$(PYTHON) scripts/devcontainer_check.py --work build/devcontainer
 
 nbgrader: install
 	$(PYTHON) -m autograder.package.nbgrader $(DIST)/nbgrader

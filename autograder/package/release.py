@@ -3,7 +3,7 @@
     python -m autograder.package.release dist/student
 
 It holds the stubs (assignments/, generated fresh from solutions/, handouts included), the public
-tests, kernels/, the harness (the part of the grader the public tests and `make check-answers` need:
+tests, kernels/, the development container (.devcontainer/: VS Code's and Codespaces' convention), the harness (the part of the grader the public tests and `make check-answers` need:
 autograder.package.layout.HARNESS), the root conftest.py, the student lock file (requirements.lock: the
 dependencies' exact versions and hashes, which the Makefile installs after torch), and three files
 written for students: a Makefile (templates/student.mk: `make test` and the targets the handouts name),
@@ -32,6 +32,9 @@ from autograder.package.lock import STUDENT
 from autograder.report.answers import AnswerKey, key_markdown
 
 TEMPLATES = Path(__file__).with_name("templates")
+# The development container (VS Code, Codespaces) whose set-up is the release's own `make install`: Linux with
+# Triton, for students on macOS and Windows.
+DEVCONTAINER = ".devcontainer"
 GITIGNORE = ".venv/\n__pycache__/\n*.pyc\n.pytest_cache/\n.hypothesis/\nbuild/\n"
 # The release's README: a page of docs/ that names the repository's files as ../<path>, which the release
 # holds at <path>.
@@ -99,7 +102,7 @@ def build(dest: Path, released: dict[str, AnswerKey] | None = None) -> list[str]
     stubs.generate(ROOT / "solutions", dest / "assignments")
     for path in (dest / "assignments").rglob("*"):
         path.chmod(0o755 if path.is_dir() else 0o644)
-    copy(public_tests(assignments()) + ["kernels", *HARNESS, "conftest.py", STUDENT.file], dest)
+    copy(public_tests(assignments()) + ["kernels", *HARNESS, "conftest.py", STUDENT.file, DEVCONTAINER], dest)
     write_text(dest / "Makefile", (TEMPLATES / "student.mk").read_text(encoding="utf-8"))
     write_text(dest / "README.md", student_readme())
     write_text(dest / "pyproject.toml", student_pyproject())

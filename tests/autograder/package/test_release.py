@@ -37,6 +37,7 @@ def test_the_release_holds_stubs_public_tests_kernels_and_the_harness_and_nothin
     student = packaged.dist / "student"
     files = sorted(p.relative_to(student).as_posix() for p in student.rglob("*") if p.is_file())
     expected = set(files_of("assignments")) | set(files_of("kernels")) | {"tests/__init__.py", "conftest.py"}
+    expected |= set(files_of(".devcontainer"))
     for name in assignments():
         expected |= set(files_of(f"tests/{name}"))
     for rel in HARNESS:
