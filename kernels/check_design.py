@@ -78,9 +78,10 @@ def softmax_passes() -> None:
         right(what, got["out"], torch.softmax(x.double(), -1))
         counts = Counter(n for p in programs_of(what, got) for n in times_loaded(p, "x").values())
         if set(counts) != {passes}:
+            how = "two passes with the online softmax" if passes == 2 else "one load, one store"
             raise DesignProblem(f"{what}: the elements of x were loaded {dict(sorted(counts.items()))} (times: "
                                 f"elements); a row {'longer than' if passes == 2 else 'within'} one block is read "
-                                f"{passes} time(s) per element ({'two passes with the online softmax' if passes == 2 else 'one load, one store'})")
+                                f"{passes} time(s) per element ({how})")
 
 
 def softmax_rows() -> None:
@@ -135,7 +136,8 @@ def gelu_helper() -> None:
     got = design.matmul_with_marked_gelu(*epilogue_inputs())
     if not isinstance(got, torch.Tensor) or not bool((got == 7).all()):
         raise DesignProblem("matmul_triton (bias, gelu) did not call elementwise.gelu_tanh in its epilogue: reuse "
-                            "§2's helper (from gpu_kernels.elementwise import gelu_tanh) instead of writing GeLU again")
+                            "§2's helper (from gpu_kernels.elementwise import gelu_tanh) instead of writing GeLU "
+                            "again")
 
 
 def program_order() -> None:

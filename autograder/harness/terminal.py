@@ -121,8 +121,8 @@ def not_implemented_lines(config: pytest.Config) -> list[str]:
             continue
         mine = [g for g in todo if g.assignment == assignment]
         sections = [g.section for g in mine if g.section is not None]
-        span = "" if not sections else f", §{min(sections)}" + (f" to §{max(sections)}" if max(sections) > min(sections)
-                                                                else "")
+        span = "" if not sections else f", §{min(sections)}" if min(sections) == max(sections) else \
+            f", §{min(sections)} to §{max(sections)}"
         tests = [t for g in mine for t in g.tests]
         lines.append(f"{assignment}: not started: {_count(len(mine), 'task')}{span} ({_count(len(tests), 'test')}, "
                      f"{_count(sum(t.max_points for t in tests), 'point')})" + (f"; {where}" if where else ""))

@@ -43,7 +43,8 @@ def test_the_install_shows_one_line_and_keeps_pips_output_in_its_log(tmp_path):
     done = install(folder)
     assert done.returncode == 0, done.stdout + done.stderr
     shown = (done.stdout + done.stderr).splitlines()
-    assert len(shown) == 1 and shown[0].startswith("Installing torch and the course's locked packages into .venv"), shown
+    assert len(shown) == 1, shown
+    assert shown[0].startswith("Installing torch and the course's locked packages into .venv")
     assert "pip's log: .venv/install.log" in shown[0]
     log = (folder / ".venv" / "install.log").read_text()
     assert log.count("Collecting something-") == 60  # both installs, in the log
