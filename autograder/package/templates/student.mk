@@ -33,6 +33,7 @@ BENCH_ARGS ?=
 
 help:
 	@echo "make test          install if needed, then run the public tests against your code, with the points table"
+	@echo "make install       only install: .venv with the course's locked versions (make test does it the first time)"
 	@echo "make test T=TASK   only the tests of one task (e.g. T=flops.FlopCounter) or one module's (T=flops)"
 	@echo "make test A=NAME   only the tests of one assignment (e.g. A=gpu_kernels); combines with T="
 	@echo "make test-public   the same (every test of this release is public)"
