@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -32,6 +33,7 @@ class Collected:
     points: float
     edge: bool
     gpu: bool
+    opaque: bool = False  # a parametrized case pytest could only name by its index (`config0`)
 
     @property
     def function(self) -> str:
@@ -62,7 +64,13 @@ class _Recorder:
             self.rows.append(asdict(Collected(
                 nodeid=item.nodeid, assignment=assignment_of(item), public=item.nodeid.startswith("tests/"),
                 points=points_of(item) or 0.0, edge=item.get_closest_marker("edge") is not None,
-                gpu=item.get_closest_marker("gpu") is not None)))
+                gpu=item.get_closest_marker("gpu") is not None, opaque=_opaque(item))))
+
+
+def _opaque(item: pytest.Item) -> bool:
+    """Whether pytest named one of the item's parameters by its index (`config0`: a value it cannot print)."""
+    spec = getattr(item, "callspec", None)
+    return spec is not None and any(re.search(rf"(^|-){re.escape(name)}[0-9]+(-|$)", spec.id) for name in spec.params)
 
 
 if __name__ == "__main__":

@@ -166,6 +166,13 @@ def test_each_table_row_has_the_tests_cases_points_and_marks(name):
         assert {t.points for t in tests} == {each}, f"{test}: its cases have different points"
 
 
+def test_a_failing_case_is_named_by_what_it_runs_not_by_its_index():
+    """pytest names a case whose values it cannot print by its index, `config0`: a student whose config2 fails cannot
+    tell which sizes did, nor find the row of the handout's table. Every case of the public tests is named by its
+    values (ids=)."""
+    assert [t.nodeid for t in collected() if t.public and t.opaque] == []
+
+
 def test_flash_attention_names_every_public_test():
     text = handout("flash_attention")
     assert [t for t in {t.function for t in of("flash_attention", public=True)} if f"`{t}`" not in text] == []

@@ -102,32 +102,3 @@ def test_a_condition_the_harness_does_not_know_is_refused(written):
 def test_a_cut_sentence_is_not_whole(text):
     assert not whole(text)
 
-
-IDS = """
-import re, sys
-import pytest
-
-class Ids:
-    def pytest_collection_modifyitems(self, items):
-        self.items = items
-
-ids = Ids()
-pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", *sys.argv[1:]], plugins=[ids])
-for item in ids.items:
-    spec = getattr(item, "callspec", None)
-    for name in (spec.params if spec else ()):
-        if re.search(rf"(^|-){re.escape(name)}[0-9]+(-|$)", spec.id):
-            print("OPAQUE", item.nodeid)
-"""
-
-
-def test_a_failing_case_is_named_by_what_it_runs_not_by_its_index():
-    """pytest names a case it cannot print `config0`: a student whose config2 fails cannot tell which sizes did.
-    Every case of the public tests is named by its values (ids=)."""
-    import subprocess
-    import sys
-
-    folders = [f"tests/{package}" for package in packages()]
-    done = subprocess.run([sys.executable, "-c", IDS, *folders], cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert [line for line in done.stdout.splitlines() if line.startswith("OPAQUE")] == []
