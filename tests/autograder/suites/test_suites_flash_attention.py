@@ -131,7 +131,7 @@ WRONG = {
                               "    n_queries, head_dim = q.shape[-2:]", "    n_queries, head_dim = q.shape[-2:]")],
         "test_contract.py", {"test_pytorch_forward_and_function_reject_random_bad_inputs"}),
     "triton lse left in log2 units": (
-        "flash_triton.py", [("lse = (m + tl.log2(l)) * 0.6931471805599453", "lse = m + tl.log2(l)")],
+        "flash_triton.py", [("lse = (m + tl.log2(l)) * LN2", "lse = m + tl.log2(l)")],
         "test_flash_triton.py", {"test_triton_forward_matches_float64_at_random_shapes",
                                  "test_triton_forward_is_exact_where_every_score_of_a_row_is_far_below_zero",
                                  "test_triton_forward_takes_a_transposed_q_and_an_expanded_k_and_v",
