@@ -154,7 +154,8 @@ bench-kernels: install
 	$(PYTHON) -m kernels.bench_kernels --out build/bench_kernels $(BENCH_ARGS)
 
 # The grading loop of every assignment, measured in one run: build/bench_grader.md (BENCH_GRADER_ARGS=--size N,
-# --assignments A,B, --no-nbgrader, --no-slurm, --gpu-seconds S).
+# --assignments A,B, --no-nbgrader, --no-slurm, --no-compiles, --gpu-seconds S), with the kernel compilations a GPU
+# grading of the reference triggers, counted on this CPU (alone: python -m autograder.grading.compiles).
 BENCH_GRADER_ARGS ?=
 bench-grader: install sandbox-tools
 	$(PYTHON) -m autograder.bench --out build/bench_grader.md $(BENCH_GRADER_ARGS)

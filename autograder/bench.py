@@ -48,7 +48,12 @@ three by default) built from the reference and the assignment's typical mistakes
    (`--no-slurm` leaves this out);
 5. the student loop: `make test` in the student release (`make release`), after install, on the
    stubs, for each assignment and for all; and the time until the first failure's message is on the
-   screen with `PYTEST_ARGS=-x` (stop at the first failure, print it).
+   screen with `PYTEST_ARGS=-x` (stop at the first failure, print it);
+6. the kernel compilations a grading of the reference triggers on a GPU, per assignment, counted on this
+   CPU (autograder.grading.compiles: the suites' calls replayed by the dry run; every distinct signature,
+   specialisation, constexprs and config, an autotuned kernel's every config at each new key) and their
+   compile seconds, estimated from a sample of each kernel's builds compiled here (`--no-compiles` leaves
+   this out).
 
 Seconds are wall-clock seconds of whole commands; the ratios compare runs of this one process on this
 one machine. With the default size the whole run takes about 15 minutes on an idle 2-core machine.
@@ -453,6 +458,19 @@ def rich_table(title: str, header: list[str], body: list[list[str]]) -> Table:
     return table
 
 
+def compile_rows(counts: list[dict]) -> tuple[list[str], list[list[str]]]:
+    """Per assignment (autograder.grading.compiles.count's figures): the compilations of a GPU grading of the
+    reference, their estimated seconds, each kernel's count and seconds a build, and the calls replayed."""
+    header = ["assignment", "compilations", "estimated compile seconds", "at one config each (s)",
+              "kernels (compilations x s each)", "calls (replayed in part)"]
+    body = [[one["assignment"], str(one["compiles"]), f"{one['seconds']:.0f}",
+             f"{one['one_config']} ({one['seconds_one_config']:.0f})",
+             "; ".join(f"{kernel.rpartition('.')[2]} {k['compiles']} x {k['seconds_each']:.2f}"
+                       for kernel, k in one["kernels"].items()) or "none (no Triton kernel)",
+             f"{one['calls']} ({len(one['partial'])})"] for one in counts]
+    return header, body
+
+
 def runs_rows(rows: list[Row]) -> tuple[list[str], list[list[str]]]:
     header = ["assignment", "run", "seconds", "per submission", "note"]
     return header, [[row.assignment, row.what, f"{row.seconds:.1f}", f"{row.per_item:.2f}" if row.count > 1 else "",
@@ -487,7 +505,8 @@ def grade_assignment(assignment: str, work: Path, size: int, console: Console
 
 
 def run(size: int, out: Path, with_nbgrader: bool, console: Console, with_slurm: bool = True,
-        assumed_gpu: float = DEFAULT_GPU_SECONDS, assignments: list[str] | None = None) -> str:
+        assumed_gpu: float = DEFAULT_GPU_SECONDS, assignments: list[str] | None = None,
+        with_compiles: bool = True) -> str:
     assignments = list(assignments or ASSIGNMENTS)
     measured: dict[str, dict[str, Row]] = {}
     cohorts: dict[str, list[Path]] = {}
@@ -521,6 +540,12 @@ def run(size: int, out: Path, with_nbgrader: bool, console: Console, with_slurm:
 
         release.build(work / "student")
         student = student_loop(work / "student", assignments)
+        counts = []
+        if with_compiles:
+            from autograder.grading import compiles
+
+            console.print("the kernel compilations of a GPU grading of the reference, counted here ...")
+            counts = [compiles.count(name) for name in assignments]
     rows = [row for name in assignments for row in measured[name].values()] + cluster_rows + student
     tables = [("Grading loop", *runs_rows(rows)),
               ("Seconds per submission, trusted grader (its default overlap) and nbgrader", *comparison_rows(measured)),
@@ -529,6 +554,9 @@ def run(size: int, out: Path, with_nbgrader: bool, console: Console, with_slurm:
     cpu_header, cpu_body, floors = cpu_rows(cpu, measured, cores())
     tables.append((f"CPU seconds per submission (one worker), and the least seconds per submission they allow on "
                    f"{cores()} cores", cpu_header, cpu_body))
+    if counts:
+        tables.append(("Kernel compilations of a grading of the reference on a GPU (counted on this CPU; seconds "
+                       "compiled here for sm_90)", *compile_rows(counts)))
     lines = [f"{name}: {line}" for name in assignments for line in ratios(measured[name], cores())] + floors
     for title, header, body in tables:
         console.print(rich_table(title, header, body))
@@ -562,6 +590,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--no-nbgrader", dest="nbgrader", action="store_false", help="leave nbgrader out")
     parser.add_argument("--no-slurm", dest="slurm", action="store_false",
                         help="leave out the Slurm path and the projection (a single-node Slurm: root and apt-get)")
+    parser.add_argument("--no-compiles", dest="compiles", action="store_false",
+                        help="leave out the count of the kernel compilations a GPU grading triggers")
     parser.add_argument("--gpu-seconds", type=float, default=DEFAULT_GPU_SECONDS, metavar="S",
                         help="for the projection where there is no GPU: seconds per submission of the tests that "
                         f"need one, all assignments together (default {DEFAULT_GPU_SECONDS:g}, an assumption; "
@@ -574,7 +604,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    run(args.size, args.out, args.nbgrader, Console(), args.slurm, args.gpu_seconds, args.assignments)
+    run(args.size, args.out, args.nbgrader, Console(), args.slurm, args.gpu_seconds, args.assignments, args.compiles)
     return 0
 
 

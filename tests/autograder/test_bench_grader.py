@@ -195,9 +195,27 @@ def test_the_gpu_tests_are_assumed_without_a_gpu_and_measured_with_one():
     assert seconds == 0.0 and "NVIDIA H100" in note
 
 
+def test_the_compile_counts_per_assignment_with_each_kernels_share():
+    """The figures of autograder.grading.compiles.count, one row per assignment."""
+    flash = {"assignment": "flash_attention", "compiles": 181, "seconds": 260.7, "one_config": 32,
+             "seconds_one_config": 45.2, "calls": 318, "partial": ["a", "b"],
+             "kernels": {"flash_attention.flash_triton._flash_fwd_kernel": {"compiles": 79, "one_config": 14,
+                                                                           "seconds_each": 1.54},
+                         "flash_attention.flash_triton._flash_bwd_dq_kernel": {"compiles": 102, "one_config": 18,
+                                                                              "seconds_each": 1.36}}}
+    plain = {"assignment": "resource_accounting", "compiles": 0, "seconds": 0.0, "one_config": 0,
+             "seconds_one_config": 0.0, "calls": 500, "partial": [], "kernels": {}}
+    header, body = bench.compile_rows([flash, plain])
+    assert header[:4] == ["assignment", "compilations", "estimated compile seconds", "at one config each (s)"]
+    assert body[0] == ["flash_attention", "181", "261", "32 (45)",
+                       "_flash_fwd_kernel 79 x 1.54; _flash_bwd_dq_kernel 102 x 1.36", "318 (2)"]
+    assert body[1][4] == "none (no Triton kernel)"
+
+
 def test_the_arguments():
     args = bench.parse_args([])
     assert (args.size, args.assignments, args.nbgrader, args.slurm) == (4, list(bench.ASSIGNMENTS), True, True)
+    assert args.compiles and not bench.parse_args(["--no-compiles"]).compiles
     assert args.gpu_seconds == 60.0 and args.out == Path("build/bench_grader.md")
     args = bench.parse_args(["--size", "3", "--assignments", "gpu_kernels, resource_accounting,gpu_kernels",
                              "--no-nbgrader", "--no-slurm", "--gpu-seconds", "20"])
