@@ -235,3 +235,16 @@ def test_a_file_that_is_no_debian_package_is_refused_saying_so(tmp_path):
     (tmp_path / "bubblewrap_1_amd64.deb").write_text("<html>not found</html>")
     with pytest.raises(gpu_validate.Missing, match="is not a Debian package.*make sandbox-debs"):
         gpu_validate.unpack_deb(tmp_path / "bubblewrap_1_amd64.deb", tmp_path / "unpacked")
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="GNU make is not installed")
+def test_make_gpu_validate_with_a_python_given_installs_nothing():
+    """A GPU image without a package index: `make gpu-validate PYTHON=python3` runs the script alone (no pip, no
+    apt-get: the sandbox is the script's to find), and passes GPU_VALIDATE_ARGS on."""
+    env = {k: v for k, v in os.environ.items() if k not in {"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES"}}
+    done = subprocess.run(["make", "--no-print-directory", "-n", "gpu-validate", "PYTHON=python3",
+                           "GPU_VALIDATE_ARGS=--steps grade-gpu_kernels"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines() == [
+        "python3 scripts/gpu_validate.py --out build/gpu_validate.md --steps grade-gpu_kernels"], done.stdout
