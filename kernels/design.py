@@ -150,10 +150,11 @@ def matmul_loads(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, activatio
 _STUDENT_TILE_OF = None  # the student's _tile_of, called by tile_of's probe kernel
 
 
-def tile_of(M: int, N: int, block_m: int, block_n: int, group_m: int):
+def tile_of(M: int, N: int, block_m: int, block_n: int, group_m: int, device: str = "cpu"):
     """The (tile_m, tile_n) the student's `_tile_of(pid, M, N, block_m, block_n, group_m)` gives each pid of the
-    grid cdiv(M, block_m) · cdiv(N, block_n), as a list of pairs, by a probe kernel that calls it; None when
-    compiled (the probe calls the student's helper through a global, which only the interpreter re-reads)."""
+    grid cdiv(M, block_m) · cdiv(N, block_n), as a list of pairs, by a probe kernel that calls it (its output on
+    `device`); None when compiled (the probe calls the student's helper through a global, which only the
+    interpreter re-reads)."""
     global _STUDENT_TILE_OF
     from kernels.device import interpreted
 
@@ -172,7 +173,7 @@ def tile_of(M: int, N: int, block_m: int, block_n: int, group_m: int):
         tl.store(OUT + 2 * pid + 1, tile_n)
 
     programs = triton.cdiv(M, block_m) * triton.cdiv(N, block_n)
-    out = torch.full((programs, 2), -1, dtype=torch.int32)
+    out = torch.full((programs, 2), -1, dtype=torch.int32, device=device)
     _STUDENT_TILE_OF = matmul._tile_of
     try:
         _tile_probe[(programs,)](out, M, N, BLOCK_M=block_m, BLOCK_N=block_n, GROUP_M=group_m)
