@@ -61,7 +61,7 @@ help:
 	@echo "make gpu-compile   every Triton kernel built for sm_80, sm_90 and sm_100 without a GPU (make test-gpu-grading: the hidden compile checks in full)"
 	@echo "make check-design  gpu_kernels' hidden design checks (loads, tile order, the GeLU helper, program order) on the solutions at public sizes (IMPL=assignments: the stubs)"
 	@echo "make gpu-validate  on a machine with CUDA: the GPU run in one command, build/gpu_validate.md (PYTHON=python3 on a GPU image: installs nothing)"
-	@echo "make sandbox-debs  Debian's bubblewrap .deb into build/sandbox-tools/, for gpu-validate on a machine without a package index"
+	@echo "make sandbox-debs  Debian's bubblewrap .deb and the seccomp binding's wheel into build/sandbox-tools/, for gpu-validate on a machine without a package index"
 	@echo "make rehearse-gpu  the grader with its GPU branches taken, on this CPU: the reference of every assignment graded, a GPU-only mistake, each fault of the first GPU grading put back"
 	@echo "make lock          resolve requirements-instructor.lock and requirements.lock again from pyproject.toml (UPGRADE=1: newest versions)"
 
@@ -266,8 +266,10 @@ test-gpu-grading: install
 gpu-validate: install
 	$(PYTHON) scripts/gpu_validate.py --out build/gpu_validate.md $(GPU_VALIDATE_ARGS)
 
-sandbox-debs:
+sandbox-debs: install
 	mkdir -p build/sandbox-tools && cd build/sandbox-tools && apt-get download bubblewrap
+	$(PYTHON) -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+	  --dest build/sandbox-tools "pyseccomp==$$($(PYTHON) -c 'import importlib.metadata as m; print(m.version("pyseccomp"))')"
 
 rehearse-gpu: install sandbox-tools
 	LLMSYS_REHEARSE_ALL=1 $(PYTEST) tests/autograder/grading/test_gpu_rehearsal.py

@@ -62,7 +62,8 @@ NO_GPU = ("gpu-validate needs a CUDA GPU (torch.cuda.is_available() is False her
           "the grader's GPU branches taken, and `make test` runs the rest.")
 # What the steps import (pyproject.toml's dependencies): checked before anything runs.
 REQUIRED = ("torch", "triton", "numpy", "einops", "pytest", "hypothesis", "rich", "matplotlib", "safetensors")
-CARRIED = ROOT / "build" / "sandbox-tools"  # `make sandbox-debs`: Debian's bubblewrap .deb, for a machine without apt
+# `make sandbox-debs`: Debian's bubblewrap .deb and the seccomp binding's wheel, for a machine without apt or pip's index
+CARRIED = ROOT / "build" / "sandbox-tools"
 GET_BUBBLEWRAP = ("run `make sandbox-debs` where Debian's package index is (apt-get download bubblewrap into "
                   "build/sandbox-tools/) and bring that folder along")
 
@@ -102,6 +103,20 @@ def unpack_deb(deb: Path, dest: Path) -> Path:
     raise Missing(f"{deb} holds no data.tar: fetch it again; {GET_BUBBLEWRAP}")
 
 
+def carried_wheels(carried: Path = CARRIED) -> list[str]:
+    """The pure-Python wheels in `carried` of packages this Python lacks (pyseccomp: the user mode's seccomp
+    filter), put on this process's import path and on the steps' PYTHONPATH; returns their names."""
+    import importlib.util
+
+    added = []
+    for wheel in sorted(carried.glob("pyseccomp-*.whl"))[-1:]:
+        if importlib.util.find_spec("pyseccomp") is None:
+            sys.path.insert(0, str(wheel))
+            os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(wheel), os.environ.get("PYTHONPATH")) if p)
+            added.append(wheel.name)
+    return added
+
+
 def sandbox(carried: Path = CARRIED) -> str:
     """The sandbox the grading steps will have, in one line. Where no bubblewrap runs, Debian's .deb from
     `carried` is unpacked there and its folder put first on PATH (this process's: the steps inherit it, and
@@ -120,6 +135,7 @@ def sandbox(carried: Path = CARRIED) -> str:
         if usable:
             return f"bubblewrap, unpacked from {deb.relative_to(ROOT) if deb.is_relative_to(ROOT) else deb}"
         note = f"{note} (the one unpacked from {deb.name})"
+    carried_wheels(carried)
     try:
         protections = policy.detect("auto")
     except policy.SandboxUnavailable as exc:

@@ -231,6 +231,33 @@ def test_a_carried_bubblewrap_deb_is_unpacked_and_the_gradings_run_under_it(tmp_
     assert (carried / "unpacked" / "usr" / "bin" / "bwrap").exists()
 
 
+def test_a_carried_seccomp_wheel_serves_a_python_that_lacks_it(tmp_path, monkeypatch):
+    """The user mode's seccomp filter needs pyseccomp; a GPU image's Python may lack it and have no index. The
+    wheel `make sandbox-debs` leaves in the carried folder (a zip, as pip downloads it) goes on the import path
+    of this process and of the steps, and the filter compiles from it."""
+    import importlib.util
+    import zipfile
+
+    import pyseccomp
+
+    carried = tmp_path / "carried"
+    carried.mkdir()
+    wheel = carried / "pyseccomp-0.1.2-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.write(pyseccomp.__file__, "pyseccomp.py")
+    lacks = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "pyseccomp" else lacks(name, *a))
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setenv("PYTHONPATH", "")
+    assert gpu_validate.carried_wheels(carried) == [wheel.name]
+    assert sys.path[0] == str(wheel) and os.environ["PYTHONPATH"] == str(wheel)
+    found = subprocess.run([sys.executable, "-S", "-c", "import pyseccomp; print(pyseccomp.__file__)"],
+                           env={**os.environ}, capture_output=True, text=True, timeout=60)
+    assert found.returncode == 0 and str(wheel) in found.stdout, found.stderr
+    monkeypatch.undo()
+    assert gpu_validate.carried_wheels(carried) == [], "a Python that has it takes nothing"
+
+
 def test_a_file_that_is_no_debian_package_is_refused_saying_so(tmp_path):
     (tmp_path / "bubblewrap_1_amd64.deb").write_text("<html>not found</html>")
     with pytest.raises(gpu_validate.Missing, match="is not a Debian package.*make sandbox-debs"):
