@@ -208,7 +208,7 @@ class Worker:
 
     def prestart(self) -> None:
         if self.current is None:
-            self.current = self._launch(warm=True)
+            self.current = self._launch()
 
     def request(self, message: dict, timeout: float) -> Any:
         """Send one request; return the decoded, type-checked answer or raise WorkerError/StudentError.
@@ -315,7 +315,7 @@ class Worker:
         self.cpu += proc.cpu
         return code
 
-    def _launch(self, warm: bool = False) -> _Process:
+    def _launch(self) -> _Process:
         self.scratch.mkdir(parents=True, exist_ok=True)
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
@@ -323,8 +323,6 @@ class Worker:
         env["LLMSYS_WORKER_FDS"] = f"{req_r},{rep_w}"
         if self.stand_in:
             env[gpu_stand_in.VARIABLE] = "1"
-        if warm:  # booting ahead of its first call: take torch's dispatch imports now, not in a FlopCounter
-            env["LLMSYS_WARM_DISPATCH"] = "1"
         if self.protections.user:
             self._take_account()
             env["USER"] = env["LOGNAME"] = "llmsys-worker"  # a uid without a passwd entry: say who it is

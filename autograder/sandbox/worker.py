@@ -28,13 +28,12 @@ def main() -> None:
     from autograder.harness.student import resolve, scenario_name
     from autograder.sandbox.framing import FrameError, read_frame, write_frame
     from kernels import gpu_stand_in
-    from kernels.device import warm_dispatch
+    from kernels.device import dispatch_modes_without_dynamo
 
+    dispatch_modes_without_dynamo()  # before any mode's class exists: none of them imports torch._dynamo
     gpu_stand_in.start()  # only where the grader rehearses a GPU grader (kernels/gpu_stand_in.py)
     requests, responses = (int(fd) for fd in os.environ.pop("LLMSYS_WORKER_FDS").split(","))
     torch.set_num_threads(int(os.environ.get("LLMSYS_THREADS", "1")))
-    if os.environ.pop("LLMSYS_WARM_DISPATCH", "") == "1":
-        warm_dispatch()  # a prestarted worker boots while the previous submission is graded
     write_frame(responses, wire.encode({"ready": True}))
     while True:
         try:
