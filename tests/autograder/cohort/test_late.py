@@ -336,7 +336,8 @@ def test_the_late_policy_example_of_docs_term_is_valid(tmp_path):
     (tmp_path / "grading.toml").write_text("[late_days]" + example)
     policy = load_late(tmp_path / "grading.toml", ["flash_attention", "resource_accounting"])
     assert policy.late_days == LateDays(4, "zero")
-    assert policy.assignments["resource_accounting"] == AssignmentPolicy(DUE, "capped", timedelta(minutes=15), 0.1, 0.3)
+    assert policy.assignments["resource_accounting"] == AssignmentPolicy(
+        DUE, "capped", timedelta(minutes=15), 0.1, 0.3, DUE + timedelta(days=7), "the last accepted date")
 
 
 def test_grades_csv_shows_the_late_days_spent_and_left(tmp_path):

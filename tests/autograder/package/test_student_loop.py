@@ -64,7 +64,7 @@ def test_the_first_run_on_the_stubs_fits_on_a_screen_and_ends_with_the_next_step
     assert code != 0 and pytest_status(lines).endswith("Error 1"), text[-2000:]
     assert len(lines) < SCREEN, f"{len(lines)} lines:\n{text}"
     assert "Traceback" not in text and "NotImplementedError" not in text, text
-    line = (r"^  resource_accounting: not started: \d+ tasks, §1 to §\d+ \(\d+ tests, [\d.]+ points\); "
+    line = (r"^resource_accounting: not started: \d+ tasks, §1 to §\d+ \(\d+ tests, [\d.]+ points\); "
             r"handout: assignments/resource_accounting/README\.md$")
     assert re.search(line, text, re.M), text  # an assignment not started is one line
     assert last_line(lines) == ("next: resource_accounting §1 memory.get_memory_usage does not pass yet; "
