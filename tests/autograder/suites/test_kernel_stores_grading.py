@@ -13,7 +13,7 @@ Two layers now stop it, each shown alone:
   static check at all (the public and hidden tests in a student's run), the wrapper fails every value test.
 - read: exec, eval, compile, open, ctypes, `.numpy()` and the other ways to run unread code or reach a
   tensor's memory around torch are forbidden in every module of a package with a Triton task. Graded for
-  real, the submission is found and scores no more than its empty kernels.
+  real, the submission is found and scores no kernel point.
 """
 
 from __future__ import annotations
@@ -119,21 +119,16 @@ def test_the_hidden_trick_is_read_by_the_static_rules():
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    """The empty kernels and the review's submission, graded for real on the kernels' public and hidden tests."""
+    """The review's submission, graded for real on the kernels' public and hidden tests."""
     select = "elementwise or softmax or matmul or kernels"
-    reports = {}
-    for name, modules in (("empty", empty_kernels()), ("trick", with_trick(hidden=True))):
-        base = tmp_path_factory.mktemp(name)
-        reports[name] = grade(build_tree(base, modules), assignment="gpu_kernels", select=f"({select}) and not build")
-    return reports
+    return grade(build_tree(tmp_path_factory.mktemp("trick"), with_trick(hidden=True)), assignment="gpu_kernels",
+                 select=f"({select}) and not build")
 
 
-def kernel_points(report) -> float:
-    return sum(t.points for t in report.tests if t.task in TASKS)
-
-
-def test_the_review_submission_scores_what_its_empty_kernels_deserve(graded):
-    empty, trick = graded["empty"], graded["trick"]
-    assert len([t for t in trick.tests if t.task in TASKS]) >= 40, trick.log
-    assert kernel_points(trick) <= kernel_points(empty), (kernel_points(trick), kernel_points(empty))
-    assert not [t.name for t in trick.tests if t.task in TASKS and t.points and "matches_float64" in t.name]
+def test_the_review_submission_scores_no_kernel_point(graded):
+    """The static rules block every kernel task of the package (its empty kernels would earn only what needs
+    no stored value; the trick takes even that): no kernel point, and no value test passes."""
+    kernel = [t for t in graded.tests if t.task in TASKS]
+    assert len(kernel) >= 40, graded.log
+    assert sum(t.points for t in kernel) == 0, [(t.name, t.points) for t in kernel if t.points]
+    assert not [t.name for t in kernel if t.status == "passed" and "matches_float64" in t.name]
