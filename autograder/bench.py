@@ -51,9 +51,10 @@ three by default) built from the reference and the assignment's typical mistakes
    screen with `PYTEST_ARGS=-x` (stop at the first failure, print it);
 6. the kernel compilations a grading of the reference triggers on a GPU, per assignment, counted on this
    CPU (autograder.grading.compiles: the suites' calls replayed by the dry run; every distinct signature,
-   specialisation, constexprs and config, an autotuned kernel's every config at each new key) and their
-   compile seconds, estimated from a sample of each kernel's builds compiled here (`--no-compiles` leaves
-   this out).
+   specialisation, constexprs and config; an autotuned kernel at its first config, as the grader's GPU
+   worker launches it (kernels.first_config), and beside it every config at each new key, as autotuning
+   would) and their compile seconds, estimated from a sample of each kernel's builds compiled here
+   (`--no-compiles` leaves this out).
 
 Seconds are wall-clock seconds of whole commands; the ratios compare runs of this one process on this
 one machine. With the default size the whole run takes about 15 minutes on an idle 2-core machine.
@@ -460,12 +461,14 @@ def rich_table(title: str, header: list[str], body: list[list[str]]) -> Table:
 
 def compile_rows(counts: list[dict]) -> tuple[list[str], list[list[str]]]:
     """Per assignment (autograder.grading.compiles.count's figures): the compilations of a GPU grading of the
-    reference, their estimated seconds, each kernel's count and seconds a build, and the calls replayed."""
-    header = ["assignment", "compilations", "estimated compile seconds", "at one config each (s)",
+    reference, each autotuned kernel launched at its first config as the grader's GPU worker does
+    (kernels.first_config), their estimated seconds, the same with every config autotuned, each kernel's
+    count and seconds a build, and the calls replayed."""
+    header = ["assignment", "compilations a grading", "estimated compile seconds", "autotuning every config (s)",
               "kernels (compilations x s each)", "calls (replayed in part)"]
-    body = [[one["assignment"], str(one["compiles"]), f"{one['seconds']:.0f}",
-             f"{one['one_config']} ({one['seconds_one_config']:.0f})",
-             "; ".join(f"{kernel.rpartition('.')[2]} {k['compiles']} x {k['seconds_each']:.2f}"
+    body = [[one["assignment"], str(one["one_config"]), f"{one['seconds_one_config']:.0f}",
+             f"{one['compiles']} ({one['seconds']:.0f})",
+             "; ".join(f"{kernel.rpartition('.')[2]} {k['one_config']} x {k['seconds_each']:.2f}"
                        for kernel, k in one["kernels"].items()) or "none (no Triton kernel)",
              f"{one['calls']} ({len(one['partial'])})"] for one in counts]
     return header, body

@@ -6,8 +6,10 @@ On a GPU, Triton compiles a kernel at its first launch for each new (signature w
 constexprs, num_warps, num_stages): its cache key. An autotuned kernel, at the first launch of each new
 autotune key (the values of its key arguments and its tensors' dtypes), compiles every config and times
 them; a later launch of the same key with another specialisation compiles the config chosen, once. The
-grader's worker keeps one Triton cache per submission (its scratch folder), so every submission pays for
-all of them, inside the calls that launch them. Counted here in three steps, each in a process of its own:
+grader's GPU worker launches each autotuned kernel at its first config instead (kernels.first_config):
+grading asks whether a kernel is right, not which config is fastest; both counts are given. The worker
+keeps one Triton cache per submission (its scratch folder), so every submission pays for its compilations,
+inside the calls that launch them. Counted here in three steps, each in a process of its own:
 
 1. the calls (`record`, under Triton's interpreter): an assignment's public tests and hidden suites run
    against the reference as the grader runs them, with a `student` that writes down each call and
@@ -204,6 +206,7 @@ def replay(calls: list[dict], packages: list[str], target: str = TARGET) -> dict
     as on a GPU of `target` (needs TRITON_INTERPRET=0), each in a child forked from this process: autograd on
     fake CUDA tensors aborts a CPU build of torch (kernels.crosscompile.dryrun), which costs only that call."""
     from kernels import impl
+    from kernels.crosscompile.request import fork_answer
 
     impl.activate(ROOT / "solutions")
     _replay_one({"target": "kernels.device:default_device", "kwargs": {}}, [], target)  # what every call imports,
@@ -212,16 +215,7 @@ def replay(calls: list[dict], packages: list[str], target: str = TARGET) -> dict
     with tempfile.TemporaryDirectory(prefix="replay-") as folder:
         for index, call in enumerate(calls):
             answer = Path(folder) / f"{index}.json"
-            sys.stdout.flush()
-            sys.stderr.flush()
-            pid = os.fork()
-            if pid == 0:
-                code = 1
-                try:
-                    answer.write_text(json.dumps(_replay_one(call, packages, target)))
-                    code = 0
-                finally:
-                    os._exit(code)
+            pid = fork_answer(lambda: _replay_one(call, packages, target), answer)  # noqa: B023  (called at once)
             status = os.waitpid(pid, 0)[1]
             if not answer.exists():
                 partial.append(f"{call['target']}: its replay ended without an answer (status {status}: autograd "
@@ -427,11 +421,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     found = [count(name, args.sample) for name in args.assignments.split(",") if name]
     for one in found:
-        print(f"{one['assignment']}: {one['compiles']} compilations, about {one['seconds']:.0f} s of compiling; "
-              f"{one['one_config']} and {one['seconds_one_config']:.0f} s with each autotuned kernel at one config "
-              f"({one['calls']} calls of {one['tests']} tests; {len(one['partial'])} replayed in part)")
+        print(f"{one['assignment']}: {one['one_config']} compilations a grading, about "
+              f"{one['seconds_one_config']:.0f} s of compiling (each autotuned kernel at its first config, as the "
+              f"grader's GPU worker launches it); {one['compiles']} and {one['seconds']:.0f} s autotuning every "
+              f"config ({one['calls']} calls of {one['tests']} tests; {len(one['partial'])} replayed in part)")
         for kernel, figures in one["kernels"].items():
-            print(f"  {kernel}: {figures['compiles']} ({figures['one_config']} at one config) x "
+            print(f"  {kernel}: {figures['one_config']} ({figures['compiles']} autotuning) x "
                   f"{figures['seconds_each']:.2f} s")
     if args.json:
         args.json.write_text(json.dumps(found, indent=1))

@@ -27,11 +27,13 @@ def main() -> None:
     from autograder.model import wire
     from autograder.harness.student import resolve, scenario_name
     from autograder.sandbox.framing import FrameError, read_frame, write_frame
-    from kernels import gpu_stand_in
+    from kernels import first_config, gpu_stand_in
     from kernels.device import dispatch_modes_without_dynamo
 
     dispatch_modes_without_dynamo()  # before any mode's class exists: none of them imports torch._dynamo
     gpu_stand_in.start()  # only where the grader rehearses a GPU grader (kernels/gpu_stand_in.py)
+    if first_config.requested():  # a GPU worker: autotuned kernels launch at their first config
+        first_config.launch_first_config()
     requests, responses = (int(fd) for fd in os.environ.pop("LLMSYS_WORKER_FDS").split(","))
     torch.set_num_threads(int(os.environ.get("LLMSYS_THREADS", "1")))
     write_frame(responses, wire.encode({"ready": True}))

@@ -165,7 +165,7 @@ def _forked_answers(requests: list[dict], jobs: int) -> list[dict]:
         while order or running:
             while order and len(running) < jobs:
                 index = order.pop(0)
-                running[_fork_answer(lambda: _answer_or_error(requests[index]), path(index))] = index
+                running[fork_answer(lambda: _answer_or_error(requests[index]), path(index))] = index
             pid, status = os.wait()
             index = running.pop(pid, None)
             if index is None:
@@ -178,7 +178,7 @@ def _forked_answers(requests: list[dict], jobs: int) -> list[dict]:
     return [answer if isinstance(answer, dict) else {"error": "no answer"} for answer in answers]
 
 
-def _fork_answer(answer, outbox: Path) -> int:
+def fork_answer(answer, outbox: Path) -> int:
     """Fork a child that writes answer() to `outbox` as JSON and exits at once (without this process's exit
     handlers): 0 once written, 1 if answer() raised (its traceback on the child's stderr); its pid."""
     sys.stdout.flush()
@@ -310,7 +310,7 @@ def _forked_request(request: dict, outbox: Path, timeout: float) -> dict:
         os.environ["TRITON_INTERPRET"] = "0"
         return answer_request(request)
 
-    pid = _fork_answer(answer, outbox)
+    pid = fork_answer(answer, outbox)
     deadline = time.monotonic() + timeout
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)

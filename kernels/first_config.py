@@ -1,0 +1,61 @@
+"""Autotuned kernels launched at their first config: what a GPU grader's worker does.
+
+On a GPU, `triton.autotune` compiles and times every config at every new key (head dim, tiles, causality,
+dtype...) before the first launch: most of the compilations a grading of flash_attention triggers, and most
+of its time (`make bench-grader` counts them, at every config and at one).
+Grading asks whether a kernel is right and how it is built, never which config is fastest (autotuning is
+for the benchmark): so a GPU worker launches each autotuned kernel at the first config of its list, the
+student's own choice, without timing the others.
+
+Only the launch changes. `Autotuner.configs` keeps every config, so the compile checks, which read them in
+a process of their own (kernels.crosscompile), still build each of them for the course's GPUs; and with one
+config Triton's own `Autotuner.run` takes its path without timing, the same in every Triton version the
+course supports. The worker calls `launch_first_config` before any submission code is imported, where the
+grader asks for it (VARIABLE in the worker's environment); a student's own `make test` autotunes as usual.
+"""
+
+from __future__ import annotations
+
+import os
+
+VARIABLE = "LLMSYS_AUTOTUNE_FIRST_CONFIG"
+
+_patched: dict = {}
+
+
+def launch_first_config() -> bool:
+    """From now on, every autotuned kernel of this process launches at its first config: Autotuner.run sees
+    that config alone, and every config again once the launch is done. True once patched."""
+    if _patched:
+        return True
+    from triton.runtime.autotuner import Autotuner
+
+    original = Autotuner.__dict__["run"]
+
+    def run(self, *args, **kwargs):
+        configs = self.configs
+        if len(configs) <= 1:
+            return original(self, *args, **kwargs)
+        self.configs = configs[:1]
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            self.configs = configs
+
+    run.__wrapped__ = original
+    Autotuner.run = run
+    _patched[Autotuner] = original
+    return True
+
+
+def requested() -> bool:
+    """Whether the grader asked this process to launch at first configs (VARIABLE, taken out of the
+    environment so that no process this one starts inherits it)."""
+    return os.environ.pop(VARIABLE, "") == "1"
+
+
+def restore() -> None:
+    """Undo launch_first_config (tests)."""
+    for cls, original in _patched.items():
+        cls.run = original
+    _patched.clear()
