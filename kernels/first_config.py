@@ -16,21 +16,33 @@ grader asks for it (VARIABLE in the worker's environment); a student's own `make
 
 from __future__ import annotations
 
+import importlib.abc
 import os
+import sys
 
 VARIABLE = "LLMSYS_AUTOTUNE_FIRST_CONFIG"
+AUTOTUNER = "triton.runtime.autotuner"
 
 _patched: dict = {}
 
 
 def launch_first_config() -> bool:
     """From now on, every autotuned kernel of this process launches at its first config: Autotuner.run sees
-    that config alone, and every config again once the launch is done. True once patched."""
-    if _patched:
-        return True
-    from triton.runtime.autotuner import Autotuner
+    that config alone, and every config again once the launch is done. Triton is not imported for it: where
+    it is not yet, Autotuner is patched as its module is first imported (a worker that has not imported
+    Triton forks its compile checks, kernels.crosscompile.request.run_request). True once asked."""
+    module = sys.modules.get(AUTOTUNER)
+    if module is not None:
+        _patch(module.Autotuner)
+    elif not any(isinstance(finder, _OnImport) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _OnImport())
+    return True
 
-    original = Autotuner.__dict__["run"]
+
+def _patch(autotuner: type) -> None:
+    if autotuner in _patched:
+        return
+    original = autotuner.__dict__["run"]
 
     def run(self, *args, **kwargs):
         configs = self.configs
@@ -43,9 +55,35 @@ def launch_first_config() -> bool:
             self.configs = configs
 
     run.__wrapped__ = original
-    Autotuner.run = run
-    _patched[Autotuner] = original
-    return True
+    autotuner.run = run
+    _patched[autotuner] = original
+
+
+class _OnImport(importlib.abc.MetaPathFinder):
+    """Finds Triton's autotuner module as the other finders do, and patches its Autotuner once it has run."""
+
+    def find_spec(self, name, path, target=None):
+        if name != AUTOTUNER:
+            return None
+        sys.meta_path.remove(self)  # once: the module is imported once
+        for finder in sys.meta_path:
+            spec = finder.find_spec(name, path, target) if hasattr(finder, "find_spec") else None
+            if spec is not None and spec.loader is not None:
+                spec.loader = _Patching(spec.loader)
+                return spec
+        return None
+
+
+class _Patching(importlib.abc.Loader):
+    def __init__(self, loader) -> None:
+        self.loader = loader
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        self.loader.exec_module(module)
+        _patch(module.Autotuner)
 
 
 def requested() -> bool:
@@ -59,3 +97,4 @@ def restore() -> None:
     for cls, original in _patched.items():
         cls.run = original
     _patched.clear()
+    sys.meta_path[:] = [finder for finder in sys.meta_path if not isinstance(finder, _OnImport)]

@@ -7,7 +7,10 @@ observe: the value the kernel stores is the BLOCK of the config it ran at.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +21,7 @@ from kernels import first_config  # noqa: E402
 from kernels.device import has_cuda  # noqa: E402
 from tests.autograder.sandbox import fake  # noqa: E402
 
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(has_cuda(), reason="observes the autotuner that cannot time its configs on a CPU")
 
 MODULE = textwrap.dedent('''
@@ -73,6 +77,23 @@ def test_the_launch_recorder_still_sees_every_config(tuned):
         tuned.block_used()
     assert [c["kwargs"]["BLOCK"] for c in record.launches[0]["configs"]] == [16, 32]
     assert tuned.block_used() == 16, "the recorder put the pinned launch back"
+
+
+def test_asked_before_triton_is_imported_it_imports_no_triton_and_patches_on_its_import(tmp_path):
+    """A worker that has not imported Triton must not import it to pin (its compile checks fork only where
+    Triton is not imported yet): the autotuner is patched when the submission first imports it."""
+    code = textwrap.dedent(f'''
+        import sys
+        sys.path.insert(0, {str(fake.submission(tmp_path, "tuned", {"m": MODULE}))!r})
+        from kernels import first_config
+        first_config.launch_first_config()
+        assert not [name for name in sys.modules if name.startswith("triton")], "triton imported to pin"
+        from tuned import m
+        assert m.block_used() == 16 and m.configs() == [16, 32]
+        print("pinned on import")
+    ''')
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "pinned on import" in done.stdout, done.stderr[-3000:]
 
 
 def test_only_the_graders_variable_asks_for_it_and_no_child_inherits_it(monkeypatch):
