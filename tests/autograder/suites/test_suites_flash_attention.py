@@ -69,7 +69,7 @@ def alternative(name: str) -> dict[str, str]:
     return {path.name: path.read_text() for path in sorted((ALTERNATIVES / name).glob("*.py"))}
 
 
-def testing(module: str) -> list[str]:
+def files_reading(module: str) -> list[str]:
     """The public and hidden test files that name `module` (the others never import it)."""
     return [str(path.relative_to(ROOT)) for folder in (PUBLIC, SUITE) for path in sorted((ROOT / folder).glob("test_*.py"))
             if module.removesuffix(".py") in path.read_text()]
@@ -81,7 +81,7 @@ def test_an_alternative_passes_the_public_tests_and_the_hidden_suite(tmp_path, n
     passes on it (in-process)."""
     modules = alternative(name)
     tree = build_tree(tmp_path, modules)
-    files = sorted({path for module in modules for path in testing(module)})
+    files = sorted({path for module in modules for path in files_reading(module)})
     found = outcomes(tree, tmp_path, *files)
     assert not_passed(found) == {}
     assert {name.partition("::")[0] for name in found} == {path.removesuffix(".py").replace("/", ".") for path in files}
