@@ -7,18 +7,28 @@ first, longest first; the rest keep pytest's order. Only the order changes, neve
 """
 
 SLOWEST_FIRST = (
-    "tests/autograder/grading/test_grading.py",
     "tests/autograder/cohort/test_slurm.py",
-    "tests/autograder/suites/test_suites_resource_accounting.py",
     "tests/autograder/suites/test_suites_flash_attention.py",
-    "tests/autograder/package/test_nbgrader.py",
-    "tests/autograder/harness/test_harness.py",
+    "tests/autograder/grading/test_grading.py",
     "tests/autograder/suites/test_suites_gpu_kernels.py",
+    "tests/autograder/package/test_nbgrader.py",
     "tests/autograder/sandbox/test_fail_closed.py",
+    "tests/autograder/harness/test_harness.py",
+    "tests/autograder/suites/test_suites_resource_accounting.py",
+    "tests/autograder/package/test_student_loop.py",
+    "tests/autograder/sandbox/test_cputime.py",
     "tests/tooling/test_crosscompile.py",
+    "tests/autograder/suites/test_gpu_compile_grading_gpu_kernels.py",
+    "tests/autograder/suites/test_trivial_submissions.py",
     "tests/autograder/grading/test_attacks_trusted.py",
+    "tests/autograder/grading/test_ahead.py",
+    "tests/autograder/sandbox/test_sandbox.py",
+    "tests/autograder/package/test_reproducible.py",
+    "tests/autograder/suites/test_suites_gpu_kernels_cost.py",
+    "tests/autograder/sandbox/test_worker_start.py",
+    "tests/autograder/grading/test_stages.py",
+    "tests/autograder/grading/test_gpu_rehearsal.py",
     "tests/autograder/cohort/test_similarity.py",
-    "tests/autograder/report/test_names.py",
 )
 
 
