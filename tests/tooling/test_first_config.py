@@ -90,6 +90,9 @@ def test_asked_before_triton_is_imported_it_imports_no_triton_and_patches_on_its
         assert not [name for name in sys.modules if name.startswith("triton")], "triton imported to pin"
         from tuned import m
         assert m.block_used() == 16 and m.configs() == [16, 32]
+        import inspect
+        import triton.runtime.autotuner as tuner
+        assert "class Autotuner" in inspect.getsource(tuner), "the module's source is read as ever"
         print("pinned on import")
     ''')
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
