@@ -7,10 +7,10 @@ Grading asks whether a kernel is right and how it is built, never which config i
 for the benchmark): so a GPU worker launches each autotuned kernel at the first config of its list, the
 student's own choice, without timing the others.
 
-Only the launch changes. `Autotuner.configs` keeps every config, so the compile checks, which read them in
-a process of their own (kernels.crosscompile), still build each of them for the course's GPUs; and with one
-config Triton's own `Autotuner.run` takes its path without timing, the same in every Triton version the
-course supports. The worker calls `launch_first_config` before any submission code is imported, where the
+Only the launch changes. `Autotuner.configs` keeps every config, so what reads them (the launch recorder
+of kernels.launches, the compile checks and `make gpu-compile` in kernels.crosscompile) sees the list the
+student wrote; and with one config Triton's own `Autotuner.run` takes its path without timing, the same in
+every Triton version the course supports. The worker calls `launch_first_config` before any submission code is imported, where the
 grader asks for it (VARIABLE in the worker's environment); a student's own `make test` autotunes as usual.
 """
 
