@@ -105,9 +105,9 @@ def warm_dispatch() -> None:
     """Enter a pass-through TorchDispatchMode once, so that torch imports its dispatch machinery now.
 
     The first entry into any TorchDispatchMode imports torch._dynamo (and with it Triton): about a
-    second and a half of CPU. Long-lived processes that will enter one (the grader, its worker before
-    its first call) pay it at start-up instead of inside the first FlopCounter or memory tracker.
-    Call configure_triton() first (importing `kernels` does).
+    second and a half of CPU. The grader's runner, which will enter one, pays it at start-up instead of
+    inside the first FlopCounter or memory tracker; the sandboxed worker avoids it altogether
+    (dispatch_modes_without_dynamo). Call configure_triton() first (importing `kernels` does).
     """
     from torch.utils._python_dispatch import TorchDispatchMode
 
