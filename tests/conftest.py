@@ -4,7 +4,15 @@ Under pytest-xdist (`make test`: `-n 2 --dist loadfile --no-loadscope-reorder`) 
 worker whole, in collection order. A file of a few long tests sent last keeps one worker busy alone while
 the other has finished, so the files that take longest (measured with `--durations`, idle, 2 cores) go
 first, longest first; the rest keep pytest's order. Only the order changes, never what runs.
+
+The files of a folder in ONE_WORKER go to one worker together: their session fixture (tests/autograder/package's
+`packaged`: every channel built, and the end-to-end runs started in the background) would otherwise be made,
+and its runs run, once on each worker that gets one of the files.
 """
+
+import pytest
+
+ONE_WORKER = ("tests/autograder/package/",)
 
 SLOWEST_FIRST = (
     "tests/autograder/cohort/test_slurm.py",
@@ -37,3 +45,19 @@ def pytest_collection_modifyitems(session, config, items):
         return
     rank = {path: index for index, path in enumerate(SLOWEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.partition("::")[0], len(rank)))  # stable: files stay whole
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)  # pytest-xdist's hook (absent without it), before its own
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class FolderScheduling(LoadFileScheduling):
+        """--dist loadfile, with the files of each folder of ONE_WORKER as one unit."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            path = super()._split_scope(nodeid)
+            return next((folder for folder in ONE_WORKER if path.startswith(folder)), path)
+
+    return FolderScheduling(config, log)
