@@ -468,6 +468,9 @@ class RemoteStudent(Student):
         self.answered_ahead: Callable[[str, dict], tuple[bool, Any]] | None = None
         self.failures: dict[str, int] = {}
         self.in_a_row = 0
+        # The grader's own sandbox could not start a worker: every later call would fail the same way, after
+        # the same attempt, and the grading is a grader error whatever they do; they fail at once instead.
+        self.fault: GraderFault | None = None
 
     def call(self, target: str, *args: Any, **kwargs: Any) -> Any:
         return self._request(target, {"op": "call", "target": target, "args": list(args), "kwargs": kwargs})
@@ -492,7 +495,13 @@ class RemoteStudent(Student):
         if self.in_a_row >= MAX_IN_A_ROW:
             raise WorkerError(f"not run: the last {MAX_IN_A_ROW} calls into this submission all timed out "
                               "or killed the worker")
-        worker.ready()
+        if self.fault is not None:
+            raise GraderFault(str(self.fault))
+        try:
+            worker.ready()
+        except GraderFault as exc:
+            self.fault = exc
+            raise
         worker.meter = None
         try:
             answer = worker.request(message, own if own is not None else min(self.timeout, self.remaining))

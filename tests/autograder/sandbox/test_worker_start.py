@@ -99,12 +99,19 @@ def test_a_sandbox_that_cannot_start_is_the_graders_fault(bin_dir, tmp_path):
     (bin_dir / "bwrap").chmod(0o755)
     assert policy.bwrap_status()[0], "the broken bubblewrap must pass the probe, as the real failure did"
     worker = make_worker(tmp_path / "w")
+    student = RemoteStudent(worker, timeout=5)
     try:
         with pytest.raises(GraderFault, match=GRADER_FAULT) as caught:
-            RemoteStudent(worker, timeout=5).call("tricks.m:add", 2, 3)
+            student.call("tricks.m:add", 2, 3)
         assert "Permission denied" in str(caught.value), "the message carries what the sandbox said"
         assert "os._exit" not in str(caught.value), "never blamed on the student's code"
         assert isinstance(caught.value, GraderOverloaded), "so the plugin marks it the grader's, not a failure"
+        starts = worker.starts
+        # The next calls fail the same way at once: no start is tried again for each test of the grading.
+        for _ in range(3):
+            with pytest.raises(GraderFault, match="Permission denied"):
+                student.call("tricks.m:add", 2, 3)
+        assert worker.starts == starts
     finally:
         worker.stop()
 
