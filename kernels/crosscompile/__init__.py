@@ -9,8 +9,9 @@ cuobjdump ship in the triton wheel. Per build the report says: whether it compil
 compiler's message and the kernel's source line), the shared memory it needs against the
 architecture's per-block limit (kernels.hardware.SHARED_MEMORY_PER_BLOCK; Triton checks it only at
 launch), whether the PTX has tensor-core instructions (mma.sync, wgmma, tcgen05) where the kernel
-has a dot, registers and stack bytes per thread (register spills) from the cubin, and the seconds it
-took. Spills are reported, not failed: they cost speed, not correctness. Builds
+has a dot, the bits each global load moves per thread (kernels.crosscompile.loads), registers and
+stack bytes per thread (register spills) from the cubin, and the seconds it took. Spills are reported,
+not failed: they cost speed, not correctness. Builds
 are cached in Triton's cache (TRITON_CACHE_DIR), so a rerun takes seconds.
 
 Which kernels, with which argument types and constexprs: host code is run as on a GPU (fake CUDA
@@ -33,10 +34,10 @@ from kernels.crosscompile.compiler import (DEFAULT_OPTIONS, TARGETS, TENSOR_CORE
                                            builds_for, explain, jit_function, run_builds)
 from kernels.crosscompile.dryrun import gpu_launches, interpreted, require_compiler, unique_launches
 from kernels.crosscompile.project import DTYPES, GPU_KERNELS_CALLS, ROOT, matrix
-from kernels.crosscompile.report import build_problems, print_table, report_problems
+from kernels.crosscompile.report import build_problems, narrow_load_problems, print_table, report_problems
 from kernels.crosscompile.request import BUILD_CPU_SECONDS, answer_request, run_request, run_requests
 
 __all__ = ["DEFAULT_OPTIONS", "DTYPES", "GPU_KERNELS_CALLS", "ROOT", "TARGETS", "TENSOR_CORE_OPS", "Build",
            "BuildResult", "answer_request", "build", "build_problems", "builds_for", "explain", "gpu_launches",
-           "interpreted", "jit_function", "matrix", "print_table", "report_problems", "require_compiler",
-           "run_builds", "run_request", "run_requests", "unique_launches", "BUILD_CPU_SECONDS"]
+           "interpreted", "jit_function", "matrix", "narrow_load_problems", "print_table", "report_problems",
+           "require_compiler", "run_builds", "run_request", "run_requests", "unique_launches", "BUILD_CPU_SECONDS"]

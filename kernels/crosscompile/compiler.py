@@ -2,8 +2,9 @@
 
 Per build the result says whether it compiled (or the compiler's message and the kernel's source
 line), the shared memory it needs, the tl.dot ops and whether the PTX has tensor-core instructions
-(mma.sync, wgmma, tcgen05), registers and stack bytes per thread (register spills) from the cubin
-(cuobjdump ships in the triton wheel), and the seconds it took. Builds are cached in Triton's cache
+(mma.sync, wgmma, tcgen05), the bits each global load moves per thread (128 for a vector load of 16
+bytes), registers and stack bytes per thread (register spills) from the cubin (cuobjdump ships in the
+triton wheel), and the seconds it took. Builds are cached in Triton's cache
 (TRITON_CACHE_DIR), so a rerun takes seconds. Judging a build is kernels.crosscompile.report's.
 """
 
@@ -19,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from kernels.crosscompile.dryrun import require_compiler
+from kernels.crosscompile.loads import global_load_bits
 from kernels.crosscompile.offsets import int32_offsets
 from kernels.crosscompile.report import build_problems, shorten, verdict
 from kernels.hardware import TARGETS
@@ -66,6 +68,7 @@ class BuildResult:
     tensor_cores: str = ""  # the tensor-core instruction found in the PTX, "" if none
     async_copies: bool = False  # cp.async in the PTX: the K loop's tiles are copied ahead (pipelined)
     int32_offsets: list = field(default_factory=list)  # file:line of 32-bit pointer offsets (.offsets)
+    load_bits: list = field(default_factory=list)  # bits per thread of each ld.global in the PTX (.loads)
     registers: int | None = None
     threads: int | None = None  # threads per block the PTX requires (.reqntid), what a launch must give
     spill_bytes: int | None = None  # stack frame per thread (register spills, local arrays): cuobjdump's STACK
@@ -207,6 +210,7 @@ def build(spec: Build) -> BuildResult:
     result.tensor_cores = next((name for op, name in TENSOR_CORE_OPS if op in ptx), "")
     result.async_copies = "cp.async" in ptx
     result.int32_offsets = int32_offsets(compiled.asm.get("ttir", ""))
+    result.load_bits = global_load_bits(ptx)
     threads = re.search(r"\.reqntid\s+(\d+)", ptx)
     result.threads = int(threads.group(1)) if threads else 32 * int(compiled.metadata.num_warps)
     result.registers, result.spill_bytes = _resource_usage(compiled.asm["cubin"], spec.kernel)

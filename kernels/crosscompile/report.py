@@ -41,6 +41,37 @@ def report_problems(answer, where: str, target: str, shared_limit: int, tensor_c
     return found
 
 
+def narrow_load_problems(answer, where: str, target: str, hint: str) -> list[str]:
+    """Each build in a worker's build report (plain data, as report_problems reads it) whose PTX has a global
+    load of fewer than 128 bits per thread (kernels.crosscompile.loads), or no global load at all, with `hint`
+    (what to do); a report that is not one, or a build that did not compile, is a problem too, each prefixed
+    by `where`."""
+    from kernels.crosscompile.loads import VECTOR_BITS
+
+    if not isinstance(answer, dict) or not isinstance(answer.get("builds"), list) or not answer["builds"]:
+        error = answer.get("error") if isinstance(answer, dict) else None
+        return [f"{where}: {error or 'the build report has no builds'}"]
+    found = []
+    for b in answer["builds"]:
+        if not isinstance(b, dict) or b.get("target") != target:
+            found.append(f"{where}: a build for another target was reported")
+            continue
+        at = f" at {b['config']}" if b.get("config") else ""
+        loads = b.get("load_bits")
+        if not b.get("ok"):
+            found.append(f"{b.get('kernel')} ({where}): does not compile{at}, so it has no loads to read")
+        elif not isinstance(loads, list) or not all(type(n) is int for n in loads):
+            found.append(f"{b.get('kernel')} ({where}): no load widths reported")
+        elif not loads:
+            found.append(f"{b.get('kernel')} ({where}): no global load in its PTX{at}")
+        elif min(loads) < VECTOR_BITS:
+            widths = ", ".join(f"{loads.count(n)} load{'s' * (loads.count(n) > 1)} of {n} bits"
+                               for n in sorted(set(loads)))
+            found.append(f"{b.get('kernel')} ({where}): its global loads{at}: {widths} per thread; each should "
+                         f"be {VECTOR_BITS} bits (ld.global.v4.b32, 16 bytes). {hint}")
+    return found
+
+
 def build_problems(result: dict, shared_limit: int) -> list[str]:
     """What is wrong with one build (a BuildResult as plain data) for a GPU whose blocks may use
     `shared_limit` bytes of shared memory; empty when nothing is. A pure function of the data, so that
@@ -99,12 +130,13 @@ def print_table(results: list, every_build: bool) -> None:
     if every_build:
         table = Table(title="Triton kernels built for GPUs (no GPU needed): every build")
         for column in ("kernel", "case", "target", "warps", "stages", "result", "shared KiB", "limit",
-                       "tensor cores", "regs", "stack B", "s"):
+                       "tensor cores", "load bits", "regs", "stack B", "s"):
             table.add_column(column, justify="left" if column in ("kernel", "case", "result") else "right")
         for r in results:
             table.add_row(r.kernel, r.label, r.target, str(r.num_warps), str(r.num_stages), verdict(r),
                           "" if r.shared_bytes is None else f"{r.shared_bytes / 1024:.1f}", str(r.shared_limit // 1024),
-                          r.tensor_cores or ("-" if not r.dots else "NONE"), _num(r.registers), _num(r.spill_bytes),
+                          r.tensor_cores or ("-" if not r.dots else "NONE"), load_widths(r.load_bits),
+                          _num(r.registers), _num(r.spill_bytes),
                           f"{r.seconds:.1f}")
         console.print(table)
     groups: dict[tuple, list] = {}
@@ -137,6 +169,11 @@ def shared_by_stages(results: list) -> str:
     for r in results:
         most[r.num_stages] = max(most.get(r.num_stages, 0), r.shared_bytes or 0)
     return ", ".join(f"{stages}: {most[stages] / 1024:.0f}" for stages in sorted(most))
+
+
+def load_widths(bits: list) -> str:
+    """The widths of a build's global loads, narrowest first: "16" for a strided GeLU, "128" for a vectorised one."""
+    return ",".join(map(str, sorted(set(bits)))) or "-"
 
 
 def _num(value, scale: int = 1) -> str:

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernels.crosscompile import build_problems, report_problems, require_compiler
+from kernels.crosscompile import build_problems, narrow_load_problems, report_problems, require_compiler
+from kernels.crosscompile.loads import global_load_bits
 from kernels.hardware import SHARED_MEMORY_PER_BLOCK
 
 pytestmark = pytest.mark.triton
@@ -122,6 +123,58 @@ def test_a_build_that_cannot_launch_on_the_course_gpu_fails_naming_its_config():
     assert problems[1].startswith("_tutorial_matmul_kernel (planted): 32-bit offsets at crosscompile_kernels.py:")
     assert "2048 threads per block (64 warps of 32) > 1024 on sm_90" in problems[2] and "num_warps <= 32" in problems[2]
     assert problems[3] == "_scale_kernel (planted): 32-bit offsets at crosscompile_kernels.py:50: use int64"
+
+
+def test_each_global_load_is_read_from_the_ptx_with_its_width_per_thread():
+    """The scale kernel (BLOCK = 1024, bf16) at 4 warps gives each thread 8 elements, 16 bytes: one 128-bit load;
+    at 8 warps 4 elements: one 64-bit load, which the load check names with the config; at 32 warps 1 element."""
+    answer = compile_calls([("scale_where_a_gpu_is", {}), ("scale_where_a_gpu_is", dict(num_warps=8)),
+                            ("scale_where_a_gpu_is", dict(num_warps=32))], "sm_90")
+    assert [(b["num_warps"], b["load_bits"]) for b in answer["builds"]] == [(4, [128]), (8, [64]), (32, [16])]
+    assert narrow_load_problems({"builds": answer["builds"][:1]}, "planted", "sm_90", "hint") == []
+    problems = narrow_load_problems(answer, "planted", "sm_90", "hint")
+    assert problems == [
+        "_scale_kernel (planted): its global loads at BLOCK=1024, 8 warps, 3 stages: 1 load of 64 bits per thread; "
+        "each should be 128 bits (ld.global.v4.b32, 16 bytes). hint",
+        "_scale_kernel (planted): its global loads at BLOCK=1024, 32 warps, 3 stages: 1 load of 16 bits per thread; "
+        "each should be 128 bits (ld.global.v4.b32, 16 bytes). hint"], problems
+
+
+def test_the_load_widths_are_read_from_every_form_of_a_global_load():
+    """Vector length times type width, whatever cache qualifiers come between; loads from other state spaces and
+    stores are not global loads."""
+    ptx = """
+        @%p1 ld.global.v4.b32 { %r1, %r2, %r3, %r4 }, [ %rd1 + 0 ];
+        ld.global.L1::evict_last.v2.b32 { %r5, %r6 }, [ %rd2 + 0 ];
+        @%p2 ld.global.nc.L2::64B.b16 { %rs1 }, [ %rd3 + 0 ];
+        ld.global.v2.f64 {%fd1, %fd2}, [%rd4];
+        ld.param.u64 %rd5, [kernel_param_0];
+        ld.shared.v4.b32 { %r7, %r8, %r9, %r10 }, [ %r11 + 0 ];
+        st.global.v4.b32 [ %rd6 + 0 ], { %r1, %r2, %r3, %r4 };
+    """
+    assert global_load_bits(ptx) == [128, 64, 16, 128]
+
+
+def test_the_load_check_judges_a_report_from_plain_data():
+    """A worker's report is untrusted data: an error, no builds, a build for another target, one that did not
+    compile, one without widths or without a global load are each a problem, never a pass."""
+    good = dict(kernel="k", target="sm_90", ok=True, config="BLOCK=1024, 4 warps, 3 stages", load_bits=[128, 128])
+    assert narrow_load_problems({"builds": [good]}, "w", "sm_90", "hint") == []
+    cases = [({"error": "host code failed"}, "w: host code failed"),
+             ({"builds": []}, "w: the build report has no builds"), ([good], "w: the build report has no builds"),
+             ({"builds": [{**good, "target": "sm_80"}]}, "w: a build for another target was reported"),
+             ({"builds": [{**good, "ok": False}]}, "k (w): does not compile at BLOCK=1024, 4 warps, 3 stages, so it "
+                                                   "has no loads to read"),
+             ({"builds": [{**good, "load_bits": "128"}]}, "k (w): no load widths reported"),
+             ({"builds": [{**good, "load_bits": [128.0]}]}, "k (w): no load widths reported"),
+             ({"builds": [{**good, "load_bits": []}]},
+              "k (w): no global load in its PTX at BLOCK=1024, 4 warps, 3 stages")]
+    for answer, problem in cases:
+        assert narrow_load_problems(answer, "w", "sm_90", "hint") == [problem], answer
+    mixed = {"builds": [{**good, "load_bits": [128, 16, 16]}]}
+    assert narrow_load_problems(mixed, "w", "sm_90", "hint") == [
+        "k (w): its global loads at BLOCK=1024, 4 warps, 3 stages: 2 loads of 16 bits, 1 load of 128 bits per thread; "
+        "each should be 128 bits (ld.global.v4.b32, 16 bytes). hint"]
 
 
 def test_the_dry_run_answers_as_a_gpu_and_restores_torch_after(monkeypatch):

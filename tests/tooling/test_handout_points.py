@@ -81,6 +81,7 @@ def figures() -> list[tuple[str, str]]:
                           f"{total(hidden)} ({total(of(gk, False, True, files))} need a GPU) | | "
                           f"{sum(t.points for t in public + hidden):g} |"))
     kernels_public, kernels_hidden = rows["the kernels, §2 to §4"]
+    loads = {t.nodeid.rsplit("[", 1)[-1].rstrip("]"): t.points for t in of(gk, public=False, named="gelu_kernel_loads")}
     found += [
         (gk, f"| theory questions, §8 | | | {written(gk)[0]} | {written(gk)[0]} |"),
         (gk, f"| in all | {total(of(gk, public=True))} | {total(of(gk, public=False))} | {written(gk)[0]} | "
@@ -91,6 +92,9 @@ def figures() -> list[tuple[str, str]]:
              f"build checks and {total(order)} the program-order checks"),
         (gk, f"The design checks (hidden, edge, {total(of(gk, files=('test_hidden_kernels_design.py',)))} points"),
         (gk, f"{total(build)} points, hidden, each only for a kernel right"),
+        (gk, f"reads the GeLU's build ({loads['bf16']:g} points in bf16, {loads['fp16']:g} in fp16, "
+             f"{sum(loads.values()):g} in all)" if set(loads) == {"bf16", "fp16"}
+         else "the GeLU's load check is no longer one case per build dtype"),
         (gk, f"still a stub loses the matmul's build points ({total(of(gk, named='matmul_kernels_build'))})"),
         (gk, f"Hidden, edge, {order[0].points:g} points per kernel" if {t.points for t in order} == {order[0].points}
          else "the program-order cases no longer have equal points"),

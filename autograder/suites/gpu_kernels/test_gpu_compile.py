@@ -7,7 +7,9 @@ GeLU on 4096 x 4096, softmax rows of 1000 and of 16384 columns, the matmul at 40
 bias and GeLU; launches recorded, not run) and each kernel launched is compiled for the course GPU with
 Triton's own compiler (kernels.crosscompile; no GPU needed): it must compile, fit the architecture's
 shared memory per block and launch limits (threads and registers per block), compute its pointer offsets
-in int64 (handout §2) and, for the matmul, put its dots on the tensor cores.
+in int64 (handout §2) and, for the matmul, put its dots on the tensor cores. The GeLU's build is read once
+more: each global load of its PTX must move 128 bits per thread (a vector of 16 contiguous bytes, handout
+§2), which a strided access or a BLOCK too small for its warps does not.
 
 A GPU also runs a grid's programs in no fixed order, the interpreter in increasing order: on a CPU each
 kernel runs its programs reversed and shuffled too and must give the same output (kernels.program_order),
@@ -25,7 +27,7 @@ import pytest
 import torch
 
 from autograder.suites.gpu_kernels import scenarios
-from kernels.crosscompile import TARGETS, report_problems
+from kernels.crosscompile import TARGETS, narrow_load_problems, report_problems
 from kernels.device import default_device
 from kernels.hardware import ARCHITECTURE_GPUS, SHARED_MEMORY_PER_BLOCK
 
@@ -67,14 +69,17 @@ def assert_builds(student, kernel: str, dtype: str, dots: bool = False) -> None:
 # Which kernel each build check builds: the grader starts those builds once the tests are collected, beside
 # them (autograder.grading.ahead), and a check takes its answer from there.
 BUILD_CHECKS = {"test_gelu_kernel_builds_for_the_course_gpu": "gelu",
+                "test_gelu_kernel_loads_128_bits_per_thread_on_the_course_gpu": "gelu",
                 "test_softmax_kernels_build_for_the_course_gpu": "softmax",
                 "test_matmul_kernels_build_for_the_course_gpu_with_tensor_cores": "matmul"}
 
 
 def builds_ahead(items: list) -> list:
-    """(scenario, keyword arguments) of the builds that these collected tests of this module will ask for."""
-    return [(scenarios.gpu_builds, build_call(BUILD_CHECKS[item.originalname], item.callspec.params["dtype"]))
-            for item in items if item.originalname in BUILD_CHECKS]
+    """(scenario, keyword arguments) of the builds that these collected tests of this module will ask for, each
+    once however many checks read it (the GeLU's build is read by two)."""
+    calls = [build_call(BUILD_CHECKS[item.originalname], item.callspec.params["dtype"])
+             for item in items if item.originalname in BUILD_CHECKS]
+    return [(scenarios.gpu_builds, call) for i, call in enumerate(calls) if call not in calls[:i]]
 
 
 @pytest.mark.points(1)
@@ -84,11 +89,40 @@ def builds_ahead(items: list) -> list:
 def test_gelu_kernel_builds_for_the_course_gpu(student, trusted, rng, dtype):
     """The kernel gelu_triton launches on a GPU (4096 x 4096) compiles for the course GPU (sm_90 unless
     configured) in bf16 and fp16 and fits its shared memory; only for a GeLU right at a tiny float32 case."""
+    assert_right_gelu(student, trusted, rng)
+    assert_builds(student, "gelu", dtype)
+
+
+def assert_right_gelu(student, trusted, rng) -> None:
     x = trusted.randn(rng.randrange(2**31), rng.randint(1, 30), rng.randint(1, 30), scale=3.0)
     got = student.run(scenarios.gelu, x=x, view=None, device=DEVICE)["out"]
     trusted.assert_close("gelu_triton (the build is checked only for a right GeLU)", got, trusted.gelu64(x),
                          torch.float32, trusted.fp32)
-    assert_builds(student, "gelu", dtype)
+
+
+@pytest.mark.points(0.5)
+@pytest.mark.edge
+@pytest.mark.task("elementwise.gelu_triton")
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_gelu_kernel_loads_128_bits_per_thread_on_the_course_gpu(student, trusted, rng, dtype):
+    """In the PTX of the kernel gelu_triton launches on a GPU (4096 x 4096, bf16 and fp16, built for the course
+    GPU at the launch's own BLOCK and num_warps), every global load moves 128 bits into its thread
+    (ld.global.v4.b32: 8 contiguous elements), so that a warp's loads cover 512 contiguous bytes; only for a
+    GeLU right at a tiny float32 case.
+
+    Hint: give each program consecutive elements, offsets pid * BLOCK + tl.arange(0, BLOCK), not a stride
+    over the programs; and give each thread at least 16 bytes, BLOCK >= 8 x 32 x num_warps in bf16/fp16
+    (1024 at Triton's default 4 warps, 2048 at 8). Handout §2.
+    """
+    assert_right_gelu(student, trusted, rng)
+    call = build_call("gelu", dtype)
+    answer = student.run(scenarios.gpu_builds, **call)
+    where = f"gelu in {dtype} on {call['target']} ({ARCHITECTURE_GPUS[call['target']]})"
+    problems = narrow_load_problems(answer, where, call["target"],
+                                    "Load consecutive elements, offsets pid * BLOCK + tl.arange(0, BLOCK), and give "
+                                    "each thread 16 bytes or more: BLOCK >= 8 x 32 x num_warps in bf16/fp16 "
+                                    "(handout §2)")
+    assert not problems, "\n".join(problems)
 
 
 @pytest.mark.points(1)

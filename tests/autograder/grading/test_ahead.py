@@ -175,7 +175,8 @@ def test_a_planned_call_waits_for_its_build_and_others_never_wait():
 
 def test_the_planned_builds_are_those_of_the_collected_checks(pytestconfig):
     """builds_ahead of each compile-check module plans one build per collected build check (its kernel or part
-    and its dtype), none for the other tests, and a module that cannot say plans nothing."""
+    and its dtype), once for two checks that read the same build (the GeLU's loads and its build), none for the
+    other tests, and a module that cannot say plans nothing."""
     class Item:
         def __init__(self, module, name: str, dtype: str | None = None) -> None:
             self.module, self.originalname = module, name
@@ -183,6 +184,7 @@ def test_the_planned_builds_are_those_of_the_collected_checks(pytestconfig):
 
     items = [Item(kernel_checks, "test_gelu_kernel_builds_for_the_course_gpu", "fp16"),
              Item(kernel_checks, "test_matmul_kernels_build_for_the_course_gpu_with_tensor_cores", "bf16"),
+             Item(kernel_checks, "test_gelu_kernel_loads_128_bits_per_thread_on_the_course_gpu", "fp16"),
              Item(kernel_checks, "test_kernels_give_the_same_output_in_any_program_order")]
     assert ahead.planned(items) == [(kernel_scenarios.gpu_builds, kernel_checks.build_call("gelu", "fp16")),
                                     (kernel_scenarios.gpu_builds, kernel_checks.build_call("matmul", "bf16"))]

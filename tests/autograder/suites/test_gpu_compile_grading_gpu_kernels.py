@@ -9,6 +9,11 @@ The matmul's tiles, warps and stages on a GPU are the student's (`_gpu_config`, 
 launch would run them: the stub (not written yet) loses exactly the matmul's compile points and says so,
 stages that overflow shared memory lose them naming the overflow, and another sound choice keeps them.
 
+GeLU's build is read for its loads too (each global load of the PTX 128 bits per thread): a strided GeLU and a
+BLOCK that gives each thread under 16 bytes at its own num_warps, both right on a CPU, lose exactly the load
+points, naming the widths found; other sound launches and programs (wider blocks, more warps with a wider
+block, a loop over blocks, only the last block masked) keep them.
+
 The cheap cases run in `make test`; the full matrix (every kernel and dtype, the reference and an
 alternative) in `make test-gpu-grading` (LLMSYS_GPU_GRADING_TESTS=1).
 """
@@ -35,16 +40,84 @@ OTHER_SOUND_CHOICE = ("matmul.py", REFERENCE_GPU_CONFIG,
                       "return dict(BLOCK_M=64, BLOCK_N=128, BLOCK_K=32, GROUP_M=8, num_warps=4, num_stages=3)")
 
 
+# GeLU's launch and its program in the reference, and edits of them: each keeps GeLU right on a CPU.
+GELU_LAUNCH = "_gelu_tanh_kernel[(triton.cdiv(n, BLOCK),)](dense, y, n, BLOCK=BLOCK)"
+GELU_PROGRAM = """\
+    offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)  # int64: tensors past 2³¹ elements
+    mask = offsets < n
+    x = tl.load(X + offsets, mask=mask).to(tl.float32)
+    tl.store(Y + offsets, gelu_tanh(x).to(Y.dtype.element_ty), mask=mask)
+"""
+STRIDED_PROGRAM = """\
+    offsets = tl.program_id(0).to(tl.int64) + tl.arange(0, BLOCK).to(tl.int64) * tl.num_programs(0)
+    mask = offsets < n
+    x = tl.load(X + offsets, mask=mask).to(tl.float32)
+    tl.store(Y + offsets, gelu_tanh(x).to(Y.dtype.element_ty), mask=mask)
+"""
+FOUR_BLOCKS_PROGRAM = """\
+    start = tl.program_id(0).to(tl.int64) * (4 * BLOCK)
+    for i in range(4):
+        offsets = start + i * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        x = tl.load(X + offsets, mask=mask).to(tl.float32)
+        tl.store(Y + offsets, gelu_tanh(x).to(Y.dtype.element_ty), mask=mask)
+"""
+MASKED_TAIL_PROGRAM = """\
+    start = tl.program_id(0).to(tl.int64) * BLOCK
+    offsets = start + tl.arange(0, BLOCK)
+    if start + BLOCK <= n:
+        x = tl.load(X + offsets).to(tl.float32)
+        tl.store(Y + offsets, gelu_tanh(x).to(Y.dtype.element_ty))
+    else:
+        mask = offsets < n
+        x = tl.load(X + offsets, mask=mask).to(tl.float32)
+        tl.store(Y + offsets, gelu_tanh(x).to(Y.dtype.element_ty), mask=mask)
+"""
+
+
+def gelu_block(block: int) -> tuple[str, str, str]:
+    return "elementwise.py", "BLOCK = 1024  #", f"BLOCK = {block}  #"
+
+
+def gelu_warps(warps: int) -> tuple[str, str, str]:
+    return "elementwise.py", GELU_LAUNCH, GELU_LAUNCH.replace("BLOCK=BLOCK)", f"BLOCK=BLOCK, num_warps={warps})")
+
+
+# Mistakes, with the widths their loads have: each program takes every P-th element (P programs); a thread
+# holds fewer than 16 bytes in bf16/fp16 (4 elements).
+NARROW_GELU_LOADS = {
+    "strided": ([("elementwise.py", GELU_PROGRAM, STRIDED_PROGRAM)], "8 loads of 16 bits"),
+    "1024-at-8-warps": ([gelu_warps(8)], "at BLOCK=1024, 8 warps, 3 stages: 1 load of 64 bits"),
+    "512-at-4-warps": ([gelu_block(512)], "at BLOCK=512, 4 warps, 3 stages: 1 load of 64 bits"),
+}
+# Sound: 8 contiguous elements per thread at 8 warps; 32 at 4 warps; four blocks per program in a loop (a grid
+# of a quarter as many programs); full blocks loaded unmasked and only the last one masked.
+WIDE_GELU_LOADS = {
+    "2048-at-8-warps": [gelu_block(2048), gelu_warps(8)],
+    "4096-at-4-warps": [gelu_block(4096)],
+    "four-blocks-per-program": [("elementwise.py", GELU_PROGRAM, FOUR_BLOCKS_PROGRAM),
+                                ("elementwise.py", "cdiv(n, BLOCK)", "cdiv(n, 4 * BLOCK)")],
+    "masked-tail-only": [("elementwise.py", GELU_PROGRAM, MASKED_TAIL_PROGRAM)],
+}
+CPU_GELU = ("autograder/suites/gpu_kernels/test_hidden_kernels.py::"
+            "test_gelu_matches_float64_at_random_shapes_and_strides")
+GELU_CHECKS = "gelu_kernel or test_gelu_matches_float64_at_random_shapes_and_strides"
+GELU_LOADS = {f"test_gelu_kernel_loads_128_bits_per_thread_on_the_course_gpu[{dtype}]" for dtype in ("bf16", "fp16")}
+GELU_BUILDS = {f"test_gelu_kernel_builds_for_the_course_gpu[{dtype}]" for dtype in ("bf16", "fp16")}
+
+
 @pytest.fixture(scope="module")
 def triton_cache(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("triton-cache")
 
 
-def planted(tmp_path: Path, edit: tuple[str, str, str]) -> Path:
-    module, old, new = edit
-    text = (SOLUTION / module).read_text()
-    assert text.count(old) == 1, f"the planted edit no longer matches solutions/gpu_kernels/{module}"
-    return build_tree(tmp_path, {module: text.replace(old, new)})
+def planted(tmp_path: Path, *edits: tuple[str, str, str]) -> Path:
+    texts: dict[str, str] = {}
+    for module, old, new in edits:
+        text = texts.get(module) or (SOLUTION / module).read_text()
+        assert text.count(old) == 1, f"the planted edit no longer matches solutions/gpu_kernels/{module}"
+        texts[module] = text.replace(old, new)
+    return build_tree(tmp_path, texts)
 
 
 def gpu_config_stubbed(tmp_path: Path) -> Path:
@@ -82,7 +155,7 @@ def test_a_gpu_config_not_written_yet_loses_exactly_the_matmul_compile_points(tm
     saying that it is not implemented yet, and every other compile and program-order test passes."""
     found = results(gpu_config_stubbed(tmp_path), tmp_path, triton_cache, CPU_MATMUL, HIDDEN)
     assert found.pop("test_matmul_matches_float64_at_random_shapes")[0] == "passed"
-    assert len(found) == 9 and {name for name, (outcome, _) in found.items() if outcome != "passed"} == MATMUL_BUILDS
+    assert len(found) == 11 and {name for name, (outcome, _) in found.items() if outcome != "passed"} == MATMUL_BUILDS
     for name in MATMUL_BUILDS:
         message = found[name][1]
         for words in ("matmul_triton failed when run as on a GPU", "NotImplementedError",
@@ -117,7 +190,7 @@ def test_another_sound_gpu_config_earns_the_matmul_compile_points(tmp_path, trit
 @full_only
 def test_the_reference_earns_every_compile_point(tmp_path, triton_cache):
     found = results(build_tree(tmp_path, {}), tmp_path, triton_cache, HIDDEN)
-    assert len(found) == 9 and all(outcome == "passed" for outcome, _ in found.values()), found
+    assert len(found) == 11 and all(outcome == "passed" for outcome, _ in found.values()), found
 
 
 @full_only
@@ -127,4 +200,33 @@ def test_a_kernel_that_builds_earns_every_compile_point_whatever_its_design(tmp_
     and three-pass softmax (design mistakes, which lose their design points in test_suites_gpu_kernels.py)
     build for the GPU as the reference does."""
     found = results(build_tree(tmp_path, folder(ALTERNATIVES / name)), tmp_path, triton_cache, HIDDEN)
-    assert len(found) == 9 and all(outcome == "passed" for outcome, _ in found.values()), found
+    assert len(found) == 11 and all(outcome == "passed" for outcome, _ in found.values()), found
+
+
+@pytest.mark.parametrize("name", ["strided", "1024-at-8-warps", pytest.param("512-at-4-warps", marks=full_only)])
+def test_a_gelu_whose_threads_load_under_16_bytes_loses_only_the_load_points(tmp_path, triton_cache, name):
+    """A strided GeLU (eight 16-bit loads per thread), BLOCK 1024 at 8 warps and BLOCK 512 at 4 (one 64-bit load):
+    right on a CPU at random shapes, and built for the course GPU; both load checks fail naming the widths their
+    PTX has, the config and what to do."""
+    edits, widths = NARROW_GELU_LOADS[name]
+    found = results(planted(tmp_path, *edits), tmp_path, triton_cache, CPU_GELU, HIDDEN, select=GELU_CHECKS)
+    assert {n: outcome for n, (outcome, _) in found.items()} == {
+        "test_gelu_matches_float64_at_random_shapes_and_strides": "passed", **dict.fromkeys(GELU_BUILDS, "passed"),
+        **dict.fromkeys(GELU_LOADS, "failed")}, found
+    for test in GELU_LOADS:
+        message = found[test][1]
+        for words in ("_gelu_tanh_kernel", widths, "each should be 128 bits (ld.global.v4.b32, 16 bytes)",
+                      "pid * BLOCK + tl.arange(0, BLOCK)", "BLOCK >= 8 x 32 x num_warps"):
+            assert words in message, f"{words!r} missing from the feedback:\n{message[:2000]}"
+
+
+@pytest.mark.parametrize("name", ["2048-at-8-warps", *(pytest.param(name, marks=full_only) for name in (
+    "4096-at-4-warps", "four-blocks-per-program", "masked-tail-only"))])
+def test_a_gelu_that_gives_each_thread_16_contiguous_bytes_earns_the_load_points(tmp_path, triton_cache, name):
+    """Other sound launches and programs than the reference's: BLOCK 2048 at 8 warps, 4096 at 4, a loop over four
+    blocks per program, only the last block masked; right on a CPU, every GeLU build and load check passes."""
+    found = results(planted(tmp_path, *WIDE_GELU_LOADS[name]), tmp_path, triton_cache, CPU_GELU, HIDDEN,
+                    select=GELU_CHECKS)
+    assert {n: outcome for n, (outcome, _) in found.items()} == {
+        "test_gelu_matches_float64_at_random_shapes_and_strides": "passed",
+        **dict.fromkeys(GELU_BUILDS | GELU_LOADS, "passed")}, found
