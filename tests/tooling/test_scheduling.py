@@ -25,7 +25,8 @@ def workers(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> dict[
     """{test module: the workers that ran its tests} of a two-worker `--dist loadfile` run."""
     record = pytester.path / "record.txt"
     monkeypatch.setenv("RECORD", str(record))
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", "--dist", "loadfile",
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")  # xdist alone: the run starts three interpreters
+    result = pytester.runpytest_subprocess("-p", "xdist", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadfile",
                                            "--no-loadscope-reorder", "tests")
     result.assert_outcomes(passed=15)
     ran: dict[str, set[str]] = {}
