@@ -72,6 +72,9 @@ def test_needs_gpu(student):
 @pytest.fixture
 def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     monkeypatch.delenv("MAKELEVEL", raising=False)  # the runs are pytest's own, even under `make test`
+    # The plugins of the installed packages stay out (their imports were a second of each run); xdist's own test
+    # names it.
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     for name in ("kernels", "conftest.py", "pyproject.toml", *HARNESS):  # what the student release ships
         (pytester.path / name).parent.mkdir(parents=True, exist_ok=True)
         if (ROOT / name).is_dir():
@@ -393,7 +396,7 @@ def test_a_worker_process_hands_every_result_to_the_points_table(project):
     pytest.importorskip("xdist", reason="pytest-xdist (an instructor dependency) is not installed")
     (project.path / "tests" / "demo" / "test_edges.py").write_text(EDGE_TESTS)
     serial = run(project, "--impl", "assignments")
-    parallel = run(project, "--impl", "assignments", "-n", "1")
+    parallel = run(project, "--impl", "assignments", "-p", "xdist", "-n", "1")
     assert points_table(parallel) == points_table(serial), (points_table(serial), points_table(parallel))
     assert "0 / 16" in points_table(parallel)[0] and "(0/5 tests passed)" in points_table(parallel)[0]
 
