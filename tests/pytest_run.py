@@ -1,7 +1,7 @@
 """Run pytest in a new process, as `python -m pytest ARGS` would, without paying for Python's start each time.
 
 The suite runs pytest against planted mistakes and alternatives some sixty times; each fresh interpreter
-spends about two seconds importing torch, numpy and pytest before it collects a test. Here a
+spends about two seconds importing torch, numpy, pytest and its plugins before it collects a test. Here a
 forkserver (multiprocessing's) imports those once, and each run is a fork of it: a new process, with the
 caller's environment, working folder and arguments, whose stdout and stderr are captured, as
 `subprocess.run` would give them. Nothing of the calling process leaks in: the forkserver imports only the
@@ -19,7 +19,13 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PRELOAD = ["torch", "numpy", "pytest"]
+# What every run imports before its first test: torch, numpy and pytest, and the plugins pytest loads from the
+# installed packages' entry points (hypothesis's imports all of hypothesis: a second of each run).
+PRELOAD = ["torch", "numpy", "pytest", "hypothesis", "_hypothesis_pytestplugin", "anyio.pytest_plugin", "xdist.plugin",
+           "xdist.looponfail"]
+# pytest would rewrite the asserts of those plugins' modules had they not been imported already, and says so: not
+# a warning about the run.
+QUIET = ["-W", "ignore::pytest.PytestAssertRewriteWarning"]
 _context = None
 
 
@@ -53,7 +59,7 @@ def _child(args: list[str], cwd: str, env: dict[str, str], out: str, err: str, b
     try:
         import pytest
 
-        code = int(pytest.main(args))
+        code = int(pytest.main([*QUIET, *args]))
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
