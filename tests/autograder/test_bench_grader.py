@@ -229,3 +229,14 @@ def test_wrong_arguments_are_refused(argv, capsys):
     with pytest.raises(SystemExit):
         bench.parse_args(argv)
     assert "error:" in capsys.readouterr().err
+
+
+def test_the_student_loops_first_failure_is_found_in_a_real_release(tmp_path):
+    """The seconds until a student's first failure: the release's `make test -x` on its stubs prints the harness's
+    section of the tasks not implemented yet (no traceback), which the benchmark must recognise."""
+    from autograder.package import release
+
+    release.build(tmp_path / "student")
+    make = ["make", "--no-print-directory", "test", f"PYTHON={bench.sys.executable}"]
+    row = bench.first_failure(tmp_path / "student", make)
+    assert row.what == "student: first failure message" and 0 < row.seconds < 300
