@@ -326,7 +326,7 @@ def run(job: Job, slot: Slot, protections: policy.Protections) -> GradeReport:
     impl.activate(SOLUTIONS)
     # --tb=no: a result's message is its exception's own line (harness.plugin), and pytest's terminal output is
     # not kept; formatting each failure's traceback (parsing the source of every frame) was half the grader's CPU
-    # on a submission that fails most tests, its stubs say.
+    # on a submission that fails most tests (the stubs, for one).
     args = ["-q", "--no-header", "--tb=no", "-p", "no:cacheprovider", "-p", "no:logging",
             "-p", "no:unraisableexception", f"--rootdir={ROOT}"]
     args += ["-k", job.select] if job.select else []
