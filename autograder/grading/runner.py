@@ -38,6 +38,7 @@ import json
 import os
 import signal
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,7 +50,7 @@ from autograder.static import checks, triton_rules
 from autograder.written import answers as written
 from autograder.grading import ahead, stages
 from autograder.model.results import GradeReport
-from autograder.sandbox import bwrap, policy, staging
+from autograder.sandbox import bwrap, forked, policy, staging
 from autograder.sandbox.process import RemoteStudent, Worker
 from autograder.grading.intake import open_submission
 from kernels import impl
@@ -213,19 +214,23 @@ class Slot:
     bubblewrap, and without isolation, the worker is this user; a user-mode worker gets in by its group).
     """
 
-    def __init__(self, protections: policy.Protections, gpu: bool, builds_ahead: bool = True) -> None:
+    def __init__(self, protections: policy.Protections, gpu: bool, builds_ahead: bool = True,
+                 zygote: forked.Zygote | None = None) -> None:
         started = time.monotonic()
         self.worker: Worker | None = None
         # Whether the compile checks' builds start beside the tests, on a core of their own (off where the
         # workers already share the cores: --no-overlap); and, once started, those builds.
         self.builds_ahead = builds_ahead
         self.ahead: ahead.BuildsAhead | None = None
-        self.stage = stages.make("grade")
+        if zygote is not None:  # a stage in the zygote's folder, its library the zygote's (sandbox.forked)
+            self.stage = Path(tempfile.mkdtemp(prefix=stages.prefix("grade"), dir=zygote.root))
+        else:
+            self.stage = stages.make("grade")
         _SLOTS.append(self)  # from here on, an ending runner closes it (see _end)
-        lib = staging.build_lib(self.stage / "lib", known_assignments())
+        lib = zygote.lib if zygote is not None else staging.build_lib(self.stage / "lib", known_assignments())
         (self.stage / "submission").mkdir(mode=0o755)
         self.worker = Worker(lib, self.stage / "submission", self.stage / "scratch", protections, gpu,
-                             stand_in=rehearsing())
+                             stand_in=rehearsing(), zygote=zygote)
         self.worker.prestart()
         self.built = time.monotonic() - started
 
@@ -249,6 +254,7 @@ class Slot:
 
 
 _SLOTS: list[Slot] = []  # this process's open slots
+_ZYGOTES: list[forked.Zygote] = []  # --serve: the zygote this process started (not its children's)
 _CHILDREN: set[int] = set()  # --serve: the children forked and not yet reaped
 _ENDING: list[int] = []  # the signal this process is ending on, once it is
 _LIFELINE: list[int] = []  # the lifeline's fd, in the process that watches it
@@ -266,6 +272,8 @@ def _end(signum: int, frame=None) -> None:
             os.kill(pid, signal.SIGTERM)
     for slot in list(_SLOTS):
         slot.close()
+    for zygote in _ZYGOTES:
+        stop_zygote(zygote)
     deadline = time.monotonic() + CHILDREN_PATIENCE
     while _CHILDREN and time.monotonic() < deadline:
         for pid in list(_CHILDREN):
@@ -343,7 +351,8 @@ def run(job: Job, slot: Slot, protections: policy.Protections) -> GradeReport:
     if grader.report is not None:
         report.tests = report.tests + answers
     report.submission = submission.name
-    report.log = (protections.lines() + gpu_lines(slot.worker) + [f"assignments graded: {', '.join(chosen)}"]
+    report.log = (protections.lines() + gpu_lines(slot.worker) + forked.lines(slot.worker.zygote)
+                  + [f"assignments graded: {', '.join(chosen)}"]
                   + submission.problems + [f"static check: {v.message}" for v in violations]
                   + report.log + [f"worker started {slot.worker.starts} time(s); pytest exit code {int(code)}"]
                   + [f"swept after grading, left by the worker's user: {left}" for left in slot.worker.swept])
@@ -382,24 +391,27 @@ def warm(assignments: list[str]) -> None:
 class Ready:
     """A forked child holding a slot, waiting for its job on a pipe."""
 
-    def __init__(self, timeout: float, sandbox: str, builds_ahead: bool = True) -> None:
+    def __init__(self, timeout: float, sandbox: str, builds_ahead: bool = True,
+                 zygote: forked.Zygote | None = None) -> None:
+        self.zygote = zygote
         read, self.write = os.pipe()
         self.pid = os.fork()
         if self.pid == 0:
             _CHILDREN.clear()  # the parent's; this child ends its own slot only (see _end)
+            _ZYGOTES.clear()  # the parent's too: this child forks workers from it, and never stops it
             for fd in _LIFELINE:  # the parent watches it: SIGIO goes to its pid, which may be another's later
                 os.close(fd)
             _LIFELINE.clear()
             os.close(self.write)
-            self._child(read, timeout, sandbox, builds_ahead)
+            self._child(read, timeout, sandbox, builds_ahead, zygote)
         _CHILDREN.add(self.pid)
         os.close(read)
 
-    def _child(self, read: int, timeout: float, sandbox: str, builds_ahead: bool) -> None:
+    def _child(self, read: int, timeout: float, sandbox: str, builds_ahead: bool, zygote: forked.Zygote | None) -> None:
         code = 1
         try:
             protections, gpu = protections_for(timeout, sandbox)
-            slot = Slot(protections, gpu, builds_ahead)
+            slot = Slot(protections, gpu, builds_ahead, zygote)
             with os.fdopen(read, "rb") as pipe:
                 text = pipe.read()
             if text:
@@ -439,21 +451,93 @@ def serve(timeout: float, sandbox: str, overlap: bool = True) -> None:
     once the current one is done, and each compile check builds when it asks: where the workers already
     share the cores (`batch --overlap auto` with fewer than two cores per worker), a second busy process per
     worker would only slow the others down."""
+    zygotes = Zygotes(*protections_for(timeout, sandbox))
     warm(known_assignments())
     gc.collect()
     gc.freeze()  # the warm heap stays out of the children's collections: no copy-on-write of all of it
-    ready = Ready(timeout, sandbox, overlap)
-    for line in sys.stdin:
-        busy, job = ready, Job(**json.loads(line))
-        busy.start(job)
-        if overlap:
-            ready = Ready(timeout, sandbox, overlap)
-        status = busy.wait(JOB_LIMIT)
-        if not overlap:
-            ready = Ready(timeout, sandbox, overlap)
-        print(json.dumps({"report": job.report, "status": status}), flush=True)
-    os.close(ready.write)  # end of input: the waiting child reads nothing and cleans up
-    ready.wait(60)
+    try:
+        ready = Ready(timeout, sandbox, overlap, zygotes.take())
+        for line in sys.stdin:
+            busy, job = ready, Job(**json.loads(line))
+            busy.start(job)
+            if overlap:
+                ready = Ready(timeout, sandbox, overlap, zygotes.take())
+            status = busy.wait(JOB_LIMIT)
+            zygotes.give_back(busy.zygote)
+            if not overlap:
+                ready = Ready(timeout, sandbox, overlap, zygotes.take())
+            print(json.dumps({"report": job.report, "status": status}), flush=True)
+        os.close(ready.write)  # end of input: the waiting child reads nothing and cleans up
+        ready.wait(60)
+    finally:
+        zygotes.close()
+
+
+RETIRE_AFTER = 200  # submissions whose workers one zygote forks before a fresh one takes over
+
+
+class Zygotes:
+    """The grading server's zygote (sandbox.forked), replaced by a fresh one once it has served RETIRE_AFTER
+    submissions or on any anomaly (it exited, or does not answer); a zygote replaced is stopped once no child of
+    the server still grades with it (stopping it ends every worker it forked)."""
+
+    def __init__(self, protections: policy.Protections, gpu: bool) -> None:
+        self.protections, self.gpu = protections, gpu
+        self.current = start_zygote(protections, gpu)
+        self.served = 0
+        self.users: dict[int, int] = {}  # id(zygote) -> children of the server that hold it
+        self.retired: list[forked.Zygote] = []
+
+    def take(self) -> forked.Zygote | None:
+        """The zygote for the next child (renewed first where due), or None: workers start on their own."""
+        if self.current is not None and (self.served >= RETIRE_AFTER or not self.current.healthy()):
+            self.retired.append(self.current)
+            self.current, self.served = start_zygote(self.protections, self.gpu), 0
+            self._stop_unused()
+        if self.current is not None:
+            self.served += 1
+            self.users[id(self.current)] = self.users.get(id(self.current), 0) + 1
+        return self.current
+
+    def give_back(self, zygote: forked.Zygote | None) -> None:
+        if zygote is not None:
+            self.users[id(zygote)] -= 1
+            self._stop_unused()
+
+    def close(self) -> None:
+        for zygote in self.retired + ([self.current] if self.current is not None else []):
+            stop_zygote(zygote)
+        self.retired, self.current = [], None
+
+    def _stop_unused(self) -> None:
+        for zygote in [z for z in self.retired if not self.users.get(id(z))]:
+            self.retired.remove(zygote)
+            stop_zygote(zygote)
+
+
+def start_zygote(protections: policy.Protections, gpu: bool) -> forked.Zygote | None:
+    """The grading server's zygote, its workers' warm parent (sandbox.forked), where this machine allows one and
+    it starts; None (each worker an interpreter of its own, as for a single grading) where not. It starts before
+    the server imports the reference: nothing of the grader's own state could reach it."""
+    if os.environ.get(forked.SWITCH, "auto") == "never" or not forked.available(protections, gpu)[0]:
+        return None
+    root = stages.make("grade")
+    try:
+        lib = staging.build_lib(root / "lib", known_assignments())
+        zygote = forked.Zygote.start(protections, root, lib, protections.limits.start_timeout)
+    except (forked.ZygoteUnavailable, OSError) as exc:
+        print(f"runner: workers start on their own, the zygote did not start ({exc})", file=sys.stderr, flush=True)
+        staging.remove_tree(root)
+        return None
+    _ZYGOTES.append(zygote)
+    return zygote
+
+
+def stop_zygote(zygote: forked.Zygote) -> None:
+    if zygote in _ZYGOTES:
+        _ZYGOTES.remove(zygote)
+    zygote.stop()
+    staging.remove_tree(zygote.root)
 
 
 def main(argv: list[str] | None = None) -> int:

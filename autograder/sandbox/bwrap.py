@@ -63,11 +63,10 @@ def gpu_devices() -> list[str]:
     return sorted(glob.glob("/dev/nvidia*"))
 
 
-def bwrap_command(lib: Path, submission: Path, scratch: Path, env: dict[str, str], gpu: bool) -> list[str]:
-    # The path that policy.bwrap_status probed, not the name: the launcher runs it with the worker's PATH,
-    # which need not hold the folder where the grader found bubblewrap.
-    cmd = [shutil.which("bwrap") or "bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-           "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+def system_view() -> list[str]:
+    """bubblewrap's arguments for what every worker sees of the system: /usr and its links, a few files of
+    /etc, the Python installation and virtual environment (all read-only), a /proc, a /dev and a /tmp."""
+    cmd = ["--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
     for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64"):
         if os.path.islink(top):
             cmd += ["--symlink", os.readlink(top), top]
@@ -78,11 +77,49 @@ def bwrap_command(lib: Path, submission: Path, scratch: Path, env: dict[str, str
             cmd += ["--ro-bind", path, path]
     for prefix in python_prefixes():
         cmd += ["--ro-bind", prefix, prefix]
+    return cmd
+
+
+def _environment(env: dict[str, str]) -> list[str]:
+    cmd = ["--clearenv"]
+    for key, value in env.items():
+        cmd += ["--setenv", key, value]
+    return cmd
+
+
+def bwrap_command(lib: Path, submission: Path, scratch: Path, env: dict[str, str], gpu: bool) -> list[str]:
+    # The path that policy.bwrap_status probed, not the name: the launcher runs it with the worker's PATH,
+    # which need not hold the folder where the grader found bubblewrap.
+    cmd = [shutil.which("bwrap") or "bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+           *system_view()]
     if gpu:
         for device in gpu_devices():
             cmd += ["--dev-bind", device, device]
     cmd += ["--ro-bind", str(lib), LIB, "--ro-bind", str(submission), SUBMISSION,
-            "--bind", str(scratch), SCRATCH, "--chdir", SCRATCH, "--clearenv"]
-    for key, value in env.items():
-        cmd += ["--setenv", key, value]
-    return cmd + worker_argv(sys.executable)
+            "--bind", str(scratch), SCRATCH, "--chdir", SCRATCH]
+    return cmd + _environment(env) + worker_argv(sys.executable)
+
+
+STAGES = "/sandbox/stages"
+# What a zygote keeps of root's capabilities, for its forked workers to isolate themselves (new namespaces,
+# their own mounts, their own uid), none of which a worker keeps (autograder.sandbox.zygote).
+ZYGOTE_CAPS = ("CAP_SYS_ADMIN", "CAP_SETUID", "CAP_SETGID")
+
+
+def zygote_command(lib: Path, stages: Path, env: dict[str, str]) -> list[str]:
+    """The zygote's command (a grader running as root): a worker's view of the system and library, the grading
+    server's stage folder at /sandbox/stages, empty mount points for a worker's submission and scratch folder;
+    its own PID, network, IPC and UTS namespaces; every capability dropped but ZYGOTE_CAPS."""
+    cmd = [shutil.which("bwrap") or "bwrap", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
+           "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    for cap in ZYGOTE_CAPS:
+        cmd += ["--cap-add", cap]
+    # The folders a worker reaches after it dropped to its own uid open to it (bubblewrap makes those it makes
+    # 0700): above the Python installation, and the /sandbox mount points.
+    for prefix in python_prefixes():
+        for parent in reversed(Path(prefix).parents[:-1]):
+            cmd += ["--perms", "0755", "--dir", str(parent)]
+    cmd += [*system_view(), "--perms", "0755", "--dir", "/sandbox", "--ro-bind", str(lib), LIB,
+            "--bind", str(stages), STAGES, "--perms", "0755", "--dir", SUBMISSION, "--perms", "0755", "--dir", SCRATCH,
+            "--chdir", "/"]
+    return cmd + _environment(env) + [sys.executable, "-P", "-s", "-m", "autograder.sandbox.zygote"]

@@ -15,6 +15,7 @@ unless the grader's own reading of the machine (cputime.Machine) shows the cores
 from __future__ import annotations
 
 import builtins
+import contextlib
 import json
 import os
 import signal
@@ -27,7 +28,7 @@ from typing import Any, Callable
 from autograder.model import wire
 from autograder.model.results import GRADER_FAULT
 from autograder.harness.student import GraderOverloaded, Student, checked_stores, scenario_name
-from autograder.sandbox import bwrap, staging, syscalls, user
+from autograder.sandbox import bwrap, forked, staging, syscalls, user
 from autograder.sandbox.cgroups import WorkerCgroup
 from autograder.sandbox.cputime import Machine, Meter, backstop, descendants, process_cpu, run_delay
 from autograder.sandbox.framing import FrameError, read_frame, write_frame
@@ -160,6 +161,65 @@ class _Process:
             return None
 
 
+class _Forked(_Process):
+    """A worker forked from a zygote (sandbox.forked): a _Process started by the zygote instead of by exec,
+    moved into its own cgroups before it takes a step of its own, killed through them."""
+
+    def __init__(self, zygote: forked.Zygote, stage: str, scratch: str, uid: int, gid: int,
+                 fds: tuple[int, int, int, int], output: Path, cgroup: WorkerCgroup) -> None:
+        req_r, req_w, rep_r, rep_w = fds
+        self.zygote, self.to_worker, self.from_worker, self.cgroup, self.ready = zygote, req_w, rep_r, cgroup, False
+        self.output, self.cpu, self.delays = output, 0.0, {}
+        self.status: int | None = None
+        self.pid = self.inner = None
+        try:
+            try:
+                out = os.open(output, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                try:
+                    self.pid, self.inner = zygote.fork(stage, scratch, uid, gid, (req_r, rep_w, out))
+                finally:
+                    os.close(out)
+            finally:
+                os.close(req_r)
+                os.close(rep_w)
+            for procs in cgroup.procs_files if "cgroup" not in zygote.skip else ():  # before it takes a step
+                with open(procs, "w") as f:
+                    f.write(str(self.pid))
+            write_frame(self.to_worker, wire.encode({"go": True}), time.monotonic() + forked.ASK_TIMEOUT)
+        except BaseException:
+            if self.pid is not None:  # forked, but not where it may go on: it waits for the go-ahead still
+                with contextlib.suppress(OSError):
+                    os.kill(self.pid, signal.SIGKILL)
+                self.zygote.wait(self.inner, forked.ASK_TIMEOUT)
+            for fd in (req_w, rep_r):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            raise
+
+    def tree(self) -> set[int]:
+        return set(self.cgroup.members()) | ({self.pid} if self.pid else set())
+
+    def cpu_seconds(self) -> float | None:
+        return self.cgroup.cpu_seconds()
+
+    def counted(self) -> bool:
+        return self.cgroup.cpu is not None
+
+    def kill(self, settle: float = 0.0) -> int | None:
+        if settle and self.inner is not None:  # it closed its pipe: let it end, to report its own exit status
+            self.status = self.zygote.wait(self.inner, settle)
+        for fd in (self.to_worker, self.from_worker):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.cgroup.remove()
+        self.cpu = self.cgroup.cpu_seconds() or 0.0
+        if self.status is None and self.inner is not None:
+            self.status = self.zygote.wait(self.inner, forked.ASK_TIMEOUT)
+        return os.waitstatus_to_exitcode(self.status) if self.status is not None else None
+
+
 class Worker:
     """The sandboxed worker of one submission, restarted after every timeout or crash.
 
@@ -169,11 +229,16 @@ class Worker:
     """
 
     def __init__(self, lib: Path, submission: Path, scratch: Path, protections: Protections, gpu: bool,
-                 account: user.Account | None = None, ran: CodeRan | None = None, stand_in: bool = False) -> None:
+                 account: user.Account | None = None, ran: CodeRan | None = None, stand_in: bool = False,
+                 zygote: forked.Zygote | None = None) -> None:
         self.lib, self.submission, self.scratch = lib, submission, scratch
         self.protections, self.gpu = protections, gpu
         # A GPU worker on a machine without a GPU, for the grader's GPU rehearsal (kernels.gpu_stand_in).
         self.stand_in = gpu and stand_in
+        # The grading server's zygote, where its workers are forked from one (sandbox.forked): a CPU worker whose
+        # stage lies in the zygote's folder. Each such worker runs as a user of its own, as in user mode.
+        self.zygote = zygote if zygote is not None and not gpu and submission.parent.parent == zygote.root \
+            and scratch.parent == submission.parent else None
         self.current: _Process | None = None
         self.spare: _Process | None = None
         self.starts = 0
@@ -251,13 +316,13 @@ class Worker:
                 self._kill(proc)
         self.current = self.spare = None
         if self.account is not None and self.owns_account:  # and whatever escaped the process groups: all of the uid
-            self.swept += self.account.release()
+            self.swept += self.account.release(sweep_files=self.zygote is None)
             self.account = None
 
     def shared_account(self) -> user.Account | None:
         """This worker's user, taken now if it runs as one and has none yet, for a second worker of the same
         submission (autograder.grading.ahead); None where the workers run as no user of their own."""
-        if self.protections.user and self.account is None:
+        if (self.protections.user or self.zygote is not None) and self.account is None:
             self.scratch.mkdir(parents=True, exist_ok=True)
             self._take_account()
         return self.account
@@ -317,6 +382,8 @@ class Worker:
 
     def _launch(self) -> _Process:
         self.scratch.mkdir(parents=True, exist_ok=True)
+        if self.zygote is not None:
+            return self._fork()
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
         env = bwrap.worker_env(*self._paths(), interpret=not self.gpu, threads=1)
@@ -336,6 +403,25 @@ class Worker:
         return _Process([sys.executable, "-I", "-S", str(LAUNCHER), json.dumps(limits), "--", *command],
                         {"PATH": env["PATH"]} if self.protections.bwrap else env,
                         (req_r, req_w, rep_r, rep_w), self.scratch, output, cgroup)
+
+    def _fork(self) -> _Process:
+        """A worker forked from the zygote, as its own user, in cgroups of its own (sandbox.forked)."""
+        self._take_account()
+        limits = self.protections.limits
+        cgroup = WorkerCgroup.create(limits.max_pids, True, True)
+        if cgroup is None or cgroup.pids is None or cgroup.cpu is None:
+            if cgroup is not None:
+                cgroup.remove()
+            raise GraderFault(f"{GRADER_FAULT}: the worker's cgroups could not be made as they were at the "
+                              "grader's start (pids cap, CPU account)")
+        self.starts += 1
+        fds = (*os.pipe(), *os.pipe())
+        try:
+            return _Forked(self.zygote, self.submission.parent.name, self.scratch.name, self.account.uid,
+                           self.account.gid, fds, self.scratch.parent / f"worker-{self.starts}.log", cgroup)
+        except (forked.ZygoteUnavailable, OSError, FrameError) as exc:
+            cgroup.remove()
+            raise GraderFault(f"{GRADER_FAULT}: the zygote could not fork a worker ({exc})") from None
 
     def _rlimits(self) -> tuple[dict[str, Any], WorkerCgroup | None]:
         limits = self.protections.limits
@@ -369,8 +455,9 @@ class Worker:
         """This worker's own user, and the permissions that confine it: the grader's files closed, the
         stage open to its group, the scratch folder its own."""
         if self.account is None:
-            self.account = user.Account.acquire()
-            user.guard_grader(staging.ROOT)
+            self.account = user.Account.acquire(sweep_files=self.zygote is None)
+            if self.zygote is None:  # a forked worker sees none of the grader's files (bubblewrap)
+                user.guard_grader(staging.ROOT)
         self.account.open_stage(self.scratch.parent, self.scratch)
 
     def _paths(self) -> tuple[str, str, str]:

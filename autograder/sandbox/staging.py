@@ -14,7 +14,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 FILES = ("autograder/model/wire.py", "autograder/harness/student.py",
-         "autograder/sandbox/framing.py", "autograder/sandbox/worker.py")
+         "autograder/sandbox/framing.py", "autograder/sandbox/worker.py", "autograder/sandbox/zygote.py")
 
 
 def scenario_modules(assignment: str) -> list[str]:

@@ -80,7 +80,10 @@ class Account:
     lock: int
 
     @classmethod
-    def acquire(cls) -> "Account":
+    def acquire(cls, sweep_files: bool = True) -> "Account":
+        """A free uid of the range, its processes killed and (with `sweep_files`) its files swept: what a grader
+        that died without cleaning up left of it. A forked worker reaches none of the machine's folders
+        (sandbox.zygote): what the uid left there, it cannot see."""
         folder, taken = _lock_dir(), _taken_in_passwd()
         for uid in range(FIRST_UID, FIRST_UID + ACCOUNTS):
             if uid in taken:
@@ -93,14 +96,16 @@ class Account:
                 continue
             account = cls(uid, uid, fd)
             account.kill_all()  # left over by a grader that died without cleaning up
-            sweep(uid)
+            if sweep_files:
+                sweep(uid)
             return account
         raise OSError(f"all {ACCOUNTS} sandbox users (uid {FIRST_UID} and up) are in use")
 
-    def release(self) -> list[str]:
-        """Kill every process of the uid and sweep what it left (`sweep`); return what was removed."""
+    def release(self, sweep_files: bool = True) -> list[str]:
+        """Kill every process of the uid and sweep what it left (`sweep`; not where it could write none of the
+        machine's folders: a forked worker, sandbox.zygote); return what was removed."""
         self.kill_all()
-        removed = sweep(self.uid)
+        removed = sweep(self.uid) if sweep_files else []
         os.close(self.lock)
         return removed
 

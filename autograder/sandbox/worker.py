@@ -21,12 +21,20 @@ MAX_TEXT = 8000
 
 
 def main() -> None:
+    prepare()
+    requests, responses = (int(fd) for fd in os.environ.pop("LLMSYS_WORKER_FDS").split(","))
+    serve(requests, responses)
+
+
+def prepare() -> None:
+    """Import and set up what every worker needs, before any of the submission exists: in each worker, or
+    once in the zygote its workers are forked from (autograder.sandbox.zygote)."""
     import kernels  # noqa: F401  (selects Triton's mode before anything imports Triton)
     import torch
 
-    from autograder.model import wire
-    from autograder.harness.student import resolve, scenario_name
-    from autograder.sandbox.framing import FrameError, read_frame, write_frame
+    from autograder.model import wire  # noqa: F401
+    from autograder.harness import student  # noqa: F401
+    from autograder.sandbox import framing  # noqa: F401
     from kernels import first_config, gpu_stand_in
     from kernels.device import dispatch_modes_without_dynamo
 
@@ -34,8 +42,15 @@ def main() -> None:
     gpu_stand_in.start()  # only where the grader rehearses a GPU grader (kernels/gpu_stand_in.py)
     if first_config.requested():  # a GPU worker: autotuned kernels launch at their first config
         first_config.launch_first_config()
-    requests, responses = (int(fd) for fd in os.environ.pop("LLMSYS_WORKER_FDS").split(","))
     torch.set_num_threads(int(os.environ.get("LLMSYS_THREADS", "1")))
+
+
+def serve(requests: int, responses: int) -> None:
+    """Say ready, then answer one request per frame until the grader closes the pipe."""
+    from autograder.model import wire
+    from autograder.harness.student import resolve, scenario_name
+    from autograder.sandbox.framing import FrameError, read_frame, write_frame
+
     write_frame(responses, wire.encode({"ready": True}))
     while True:
         try:

@@ -184,8 +184,12 @@ def grading(temp: Path, tmp_path: Path, verb: str = "grade",
 
     def started():
         below = descendants(client.pid)
-        stage = [p for p in temp.glob("llmsys-grade-*") if (p / "submission" / ASSIGNMENT / "flops.py").is_file()]
-        workers = [p for p in below if "autograder.sandbox.worker" in cmdline(p)]
+        # A grading server's stages lie in its zygote's folder, and its workers are the zygote's children
+        # (autograder.sandbox.forked); a single grading's are its own.
+        stage = [p for p in [*temp.glob("llmsys-grade-*"), *temp.glob("llmsys-grade-*/llmsys-grade-*")]
+                 if (p / "submission" / ASSIGNMENT / "flops.py").is_file()]
+        workers = [p for p in below if "autograder.sandbox.worker" in cmdline(p) or (
+            "autograder.sandbox.zygote" in cmdline(p) and "autograder.sandbox.zygote" in cmdline(parent(p)))]
         return stage and workers and (stage[0], below)
 
     try:
@@ -195,6 +199,13 @@ def grading(temp: Path, tmp_path: Path, verb: str = "grade",
         client.wait()
         raise
     return client, stage, below
+
+
+def parent(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
 
 
 def all_ended(processes: dict[int, int]) -> bool:

@@ -30,3 +30,33 @@ def worker(base: Path, package: str, modules: dict[str, str], *, mode: str = "au
     root = submission(base, package, modules)
     protections = policy.detect(mode, policy.Limits(call_timeout=call_timeout, start_timeout=120))
     return Worker(build_lib(base / "lib", []), root, base / "scratch", protections, gpu=gpu)
+
+
+def zygote_root(base: Path) -> Path:
+    """A zygote's stage folder, private as a grading server makes it."""
+    base.mkdir(mode=0o700, parents=True)
+    return base
+
+
+def zygote(root: Path, protections: policy.Protections, skip: tuple[str, ...] = (), lib_modules: dict[str, str] | None = None):
+    """A zygote started in `root` (its library at root/lib, with `lib_modules` beside the worker's: name -> source), or
+    pytest.skip where this machine cannot have one."""
+    import pytest
+
+    from autograder.sandbox import forked
+
+    usable, why = forked.available(protections, gpu=False)
+    if not usable:
+        pytest.skip(f"no zygote on this machine: {why}")
+    lib = build_lib(root / "lib", [])
+    for name, source in (lib_modules or {}).items():
+        (lib / f"{name}.py").write_text(source)
+        (lib / f"{name}.py").chmod(0o644)
+    return forked.Zygote.start(protections, root, lib, 120, skip)
+
+
+def forked_worker(zygote, name: str, package: str, modules: dict[str, str], protections: policy.Protections) -> Worker:
+    """A worker (not started yet) of a fake submission in its own stage of the zygote's folder."""
+    stage = zygote.root / name
+    root = submission(stage, package, modules)
+    return Worker(zygote.lib, root, stage / "scratch", protections, gpu=False, zygote=zygote)
