@@ -167,6 +167,7 @@ def _child(request: dict, fds: list[int], skip: set[str]) -> None:
         os.dup2(output, 1)
         os.dup2(output, 2)
         os.close(output)
+        _close_all_but(0, 1, 2, requests, responses)  # nothing else the zygote holds (its log) goes along
         os.setsid()
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         from autograder.model import wire
@@ -305,6 +306,16 @@ def _worker(requests: int, responses: int, uid: int, gid: int, skip: set[str]) -
     from autograder.sandbox import worker
 
     worker.serve(requests, responses)
+
+
+def _close_all_but(*keep: int) -> None:
+    """Close every file descriptor but `keep`. (os.closerange(a, b) with b <= a may close every fd from a up,
+    as close_range does with an empty range's end wrapped around: each range is asked only when not empty.)"""
+    low, limit = 0, os.sysconf("SC_OPEN_MAX")
+    for fd in sorted(set(keep)) + [limit]:
+        if low < fd:
+            os.closerange(low, fd)
+        low = fd + 1
 
 
 def _fresh_random() -> None:
