@@ -63,9 +63,11 @@ def gpu_devices() -> list[str]:
     return sorted(glob.glob("/dev/nvidia*"))
 
 
-def system_view() -> list[str]:
+def system_view(open_parents: bool = False) -> list[str]:
     """bubblewrap's arguments for what every worker sees of the system: /usr and its links, a few files of
-    /etc, the Python installation and virtual environment (all read-only), a /proc, a /dev and a /tmp."""
+    /etc, the Python installation and virtual environment (all read-only), a /proc, a /dev and a /tmp. With
+    `open_parents`, the folders above the Python installation are made 0755 (bubblewrap makes them 0700): for
+    workers that drop to a uid of their own inside (a zygote's), and must still import from it."""
     cmd = ["--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
     for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64"):
         if os.path.islink(top):
@@ -76,6 +78,8 @@ def system_view() -> list[str]:
         if os.path.exists(path):
             cmd += ["--ro-bind", path, path]
     for prefix in python_prefixes():
+        for parent in reversed(Path(prefix).parents[:-1]) if open_parents else ():
+            cmd += ["--perms", "0755", "--dir", str(parent)]
         cmd += ["--ro-bind", prefix, prefix]
     return cmd
 
@@ -115,11 +119,9 @@ def zygote_command(lib: Path, stages: Path, env: dict[str, str]) -> list[str]:
     for cap in ZYGOTE_CAPS:
         cmd += ["--cap-add", cap]
     # The folders a worker reaches after it dropped to its own uid open to it (bubblewrap makes those it makes
-    # 0700): above the Python installation, and the /sandbox mount points.
-    for prefix in python_prefixes():
-        for parent in reversed(Path(prefix).parents[:-1]):
-            cmd += ["--perms", "0755", "--dir", str(parent)]
-    cmd += [*system_view(), "--perms", "0755", "--dir", "/sandbox", "--ro-bind", str(lib), LIB,
+    # 0700): above the Python installation (after /tmp's tmpfs, which a virtual environment may lie below), and
+    # the /sandbox mount points.
+    cmd += [*system_view(open_parents=True), "--perms", "0755", "--dir", "/sandbox", "--ro-bind", str(lib), LIB,
             "--bind", str(stages), STAGES, "--perms", "0755", "--dir", SUBMISSION, "--perms", "0755", "--dir", SCRATCH,
             "--chdir", "/"]
     return cmd + _environment(env) + [sys.executable, "-P", "-s", "-m", "autograder.sandbox.zygote"]

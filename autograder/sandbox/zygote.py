@@ -196,7 +196,7 @@ def isolate(request: dict, requests: int, responses: int, skip: set[str]) -> int
         _mount(None, STAGES, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
         for folder in ("/tmp", "/dev/shm"):
             if os.path.isdir(folder):
-                _mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=512m")
+                _cover(folder)
     status_r, status_w = os.pipe()
     first = os.fork()
     if first == 0:  # pid 1 of the new PID namespace
@@ -221,6 +221,33 @@ def isolate(request: dict, requests: int, responses: int, skip: set[str]) -> int
         signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
         os.kill(os.getpid(), os.WTERMSIG(status))
     return os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 70
+
+
+def _python_prefixes() -> set[str]:
+    """The folders of this Python and its packages (as sandbox.bwrap.python_prefixes finds them)."""
+    return {sys.prefix, sys.base_prefix, os.path.dirname(os.path.dirname(os.path.realpath(sys.executable)))}
+
+
+def _below(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _cover(folder: str) -> None:
+    """An empty tmpfs of this worker's own on `folder`, with the Python installation mounted back where it lay
+    below it (a virtual environment in /tmp), read-only as before."""
+    kept = sorted(p for p in _python_prefixes() if _below(p, folder) and os.path.isdir(p))
+    held = {path: os.open(path, os.O_PATH | os.O_DIRECTORY) for path in kept}
+    _mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=512m")
+    for path, fd in held.items():
+        parent = folder
+        for part in os.path.relpath(path, folder).split("/"):
+            parent = os.path.join(parent, part)
+            if not os.path.isdir(parent):
+                os.mkdir(parent, 0o755)
+                os.chmod(parent, 0o755)
+        _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+        _mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+        os.close(fd)
 
 
 def _status_or_grader_gone(status_r: int, responses: int, first: int) -> bytes:

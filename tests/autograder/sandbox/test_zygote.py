@@ -94,7 +94,18 @@ def look():
         "sleeping": any(_cmdline(p).startswith(b"sleep") for p in pids),
         "uid": os.getuid(), "capabilities": int(status["CapEff"], 16), "uid_map": uid_map,
         "submission": sorted(os.listdir("/sandbox/submission")),
+        "imports": [_imports(name) for name in ("colorsys", "rich.text")],
     }
+
+
+def _imports(name):
+    """Whether a module the zygote never imported (the standard library's, the virtual environment's) imports."""
+    import importlib
+    try:
+        importlib.import_module(name)
+        return True
+    except ImportError as exc:
+        return str(exc)
 '''
 
 
@@ -127,7 +138,7 @@ def test_a_forked_worker_sees_nothing_of_another_submission_and_nothing_of_the_m
             "threads": 1, "dtype": "torch.float32", "seed": seen["seed"], "environ": None, "module": False,
             "globals": [False, False, False], "files": [], "socket": False, "stages": [],
             "processes": 2, "sleeping": False, "uid": own, "capabilities": 0, "uid_map": [str(own), str(own), "1"],
-            "submission": ["looker"],
+            "submission": ["looker"], "imports": [True, True],
         }
         assert a.account.uid != own, "two submissions graded beside each other run as two users"
         # What the grader sees from outside: B's processes in B's own cgroups, none in the zygote's, and in a user
