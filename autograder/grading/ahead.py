@@ -129,5 +129,6 @@ def start(items: list[pytest.Item], first: Worker, scratch: Path) -> BuildsAhead
     if not calls:
         return None
     worker = Worker(first.lib, first.submission, scratch, first.protections, first.gpu, account=first.shared_account(),
-                    ran=first.ran, stand_in=first.stand_in, zygote=first.zygote)
+                    ran=first.ran, stand_in=first.stand_in,
+                    zygote=first.zygote.builds if first.zygote is not None else None)
     return BuildsAhead(worker, calls)

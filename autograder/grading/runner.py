@@ -524,7 +524,7 @@ def start_zygote(protections: policy.Protections, gpu: bool) -> forked.Zygote | 
     root = stages.make("grade")
     try:
         lib = staging.build_lib(root / "lib", known_assignments())
-        zygote = forked.Zygote.start(protections, root, lib, protections.limits.start_timeout)
+        zygote = forked.Zygote.start(protections, root, lib, protections.limits.start_timeout, builds=True)
     except (forked.ZygoteUnavailable, OSError) as exc:
         print(f"runner: workers start on their own, the zygote did not start ({exc})", file=sys.stderr, flush=True)
         staging.remove_tree(root)

@@ -65,8 +65,15 @@ def lines(zygote: "Zygote | None") -> list[str]:
 class Zygote:
     """One zygote process under bubblewrap, its stage folder `root` (private, 0700) and worker library `lib`."""
 
-    def __init__(self, protections: Protections, root: Path, lib: Path, skip: tuple[str, ...] = ()) -> None:
+    def __init__(self, protections: Protections, root: Path, lib: Path, skip: tuple[str, ...] = (),
+                 kind: str = "tests") -> None:
         self.protections, self.root, self.lib = protections, root, lib
+        # "tests": the submission's workers, torch._dynamo and Triton imported (zygote.warm); "builds": the
+        # compile checks' workers, without Triton, so that each compiles in a fork (kernels.crosscompile.request)
+        self.kind = kind
+        self.socket = root / (SOCKET if kind == "tests" else "zygote-builds.sock")
+        # The builds' zygote beside this one, where there is one (ahead.start forks the builds' worker from it).
+        self.builds: Zygote | None = None
         # Isolation steps its workers leave out (zygote.STEPS): for the grader's own tests only, which show that
         # each step is needed.
         self.skip = tuple(skip)
@@ -78,11 +85,13 @@ class Zygote:
         env = bwrap.worker_env(bwrap.LIB, bwrap.SUBMISSION, bwrap.SCRATCH, interpret=True, threads=1)
         if skip:
             env["LLMSYS_ZYGOTE_SKIP"] = ",".join(skip)
+        if kind == "builds":
+            env["LLMSYS_ZYGOTE_KIND"] = "builds"
         rlimits = {"cpu": limits.cpu_seconds, "fsize": limits.file_size, "core": 0, "nofile": limits.open_files,
                    "cgroup_procs": self.cgroup.procs_files}
         if limits.address_space:
             rlimits["as"] = limits.address_space
-        self.output = root / "zygote.log"
+        self.output = root / f"zygote-{kind}.log"
         with open(self.output, "ab") as out:
             self.popen = subprocess.Popen(
                 [sys.executable, "-I", "-S", str(LAUNCHER), json.dumps(rlimits), "--",
@@ -92,11 +101,16 @@ class Zygote:
 
     @classmethod
     def start(cls, protections: Protections, root: Path, lib: Path, timeout: float,
-              skip: tuple[str, ...] = ()) -> Zygote:
-        """A zygote through its imports, answering; ZygoteUnavailable (and nothing left running) if not."""
+              skip: tuple[str, ...] = (), builds: bool = False) -> Zygote:
+        """A zygote through its imports, answering (with `builds`, the builds' zygote beside it, in the same
+        folder); ZygoteUnavailable (and nothing left running) if not."""
         zygote = cls(protections, root, lib, skip)
         try:
+            if builds:
+                zygote.builds = cls(protections, root, lib, skip, kind="builds")
             zygote.wait_ready(timeout)
+            if zygote.builds is not None:
+                zygote.builds.wait_ready(timeout)
         except BaseException:
             zygote.stop()
             raise
@@ -122,8 +136,9 @@ class Zygote:
             time.sleep(0.05)
 
     def healthy(self) -> bool:
-        """Whether it still runs and answers (asked before each submission of a grading server)."""
-        if self.popen.poll() is not None:
+        """Whether it still runs and answers (asked before each submission of a grading server), and its
+        builds' zygote too."""
+        if self.popen.poll() is not None or (self.builds is not None and not self.builds.healthy()):
             return False
         try:
             return self._ask({"op": "ping"}, timeout=5.0) == {"pong": True}
@@ -151,6 +166,8 @@ class Zygote:
 
     def stop(self) -> None:
         """Stop the zygote and everything still in its cgroup (its forked workers are in their own)."""
+        if self.builds is not None:
+            self.builds.stop()
         try:
             os.killpg(self.popen.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -166,7 +183,7 @@ class Zygote:
         connection = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         connection.settimeout(timeout)
         try:
-            connection.connect(str(self.root / SOCKET))
+            connection.connect(str(self.socket))
         except BaseException:
             connection.close()
             raise

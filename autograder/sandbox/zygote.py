@@ -44,7 +44,7 @@ import sys
 import time
 
 STAGES, SUBMISSION, SCRATCH = "/sandbox/stages", "/sandbox/submission", "/sandbox/scratch"
-SOCKET = f"{STAGES}/zygote.sock"
+SOCKET = f"{STAGES}/zygote.sock"  # the builds' zygote listens at zygote-builds.sock ($LLMSYS_ZYGOTE_KIND=builds)
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000  # linux/sched.h
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x1, 0x2, 0x4, 0x8  # linux/mount.h
@@ -80,11 +80,13 @@ def main() -> None:
     from autograder.sandbox import worker
 
     skip = set(filter(None, os.environ.pop("LLMSYS_ZYGOTE_SKIP", "").split(",")))
+    builds = os.environ.pop("LLMSYS_ZYGOTE_KIND", "") == "builds"
     worker.prepare()
-    warm()
+    if not builds:  # the builds' workers compile in a fork that imports Triton afresh, compiling: not here
+        warm()
     _check(_libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "not dumpable")  # no worker reads its memory via /proc
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    listener.bind(SOCKET)
+    listener.bind(SOCKET.replace("zygote.sock", "zygote-builds.sock") if builds else SOCKET)
     listener.listen(8)
     sys.stdout.write("zygote ready\n")
     sys.stdout.flush()
@@ -119,7 +121,9 @@ def main() -> None:
                 pass
 
 
-# What a worker's first use of torch would import, paid once here instead of in every worker: torch._dynamo
+# What a worker's first use of torch would import, paid once here instead of in every worker (not in the builds'
+# zygote: kernels.crosscompile.request compiles in a fork of its worker only where Triton was not imported, as
+# it must then be imported with TRITON_INTERPRET=0; else it starts a new interpreter, torch and all): torch._dynamo
 # (with sympy and Triton) comes with the first optimizer (torch.optim wraps its methods in
 # torch._disable_dynamo), the first checkpoint or the first FLOP counter; about 1.4 CPU s each time.
 WARM_MODULES = ("torch._dynamo", "torch.optim", "torch.utils.checkpoint", "torch.utils.flop_counter",

@@ -38,7 +38,8 @@ def zygote_root(base: Path) -> Path:
     return base
 
 
-def zygote(root: Path, protections: policy.Protections, skip: tuple[str, ...] = (), lib_modules: dict[str, str] | None = None):
+def zygote(root: Path, protections: policy.Protections, skip: tuple[str, ...] = (), lib_modules: dict[str, str] | None = None,
+           builds: bool = False):
     """A zygote started in `root` (its library at root/lib, with `lib_modules` beside the worker's: name -> source), or
     pytest.skip where this machine cannot have one."""
     import pytest
@@ -52,7 +53,7 @@ def zygote(root: Path, protections: policy.Protections, skip: tuple[str, ...] = 
     for name, source in (lib_modules or {}).items():
         (lib / f"{name}.py").write_text(source)
         (lib / f"{name}.py").chmod(0o644)
-    return forked.Zygote.start(protections, root, lib, 120, skip)
+    return forked.Zygote.start(protections, root, lib, 120, skip, builds=builds)
 
 
 def forked_worker(zygote, name: str, package: str, modules: dict[str, str], protections: policy.Protections) -> Worker:

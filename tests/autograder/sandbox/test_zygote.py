@@ -226,3 +226,28 @@ def test_a_forked_worker_ends_with_its_grader_even_in_an_endless_loop(tmp_path, 
     finally:
         worker.stop()
         zygote.stop()
+
+
+def test_the_builds_worker_is_forked_without_triton_so_that_its_compiles_are_forks_too(tmp_path, protections):
+    """The submission's workers come from a zygote that imported Triton (under its interpreter) and torch._dynamo;
+    the compile checks' worker from the builds' zygote beside it, which did not: kernels.crosscompile compiles in a
+    fork of that worker, importing Triton afresh with TRITON_INTERPRET=0, only where Triton is not imported yet
+    (else it starts a new interpreter and imports torch again)."""
+    zygote = fake.zygote(fake.zygote_root(tmp_path / "zygote"), protections, lib_modules={"probe": PROBE}, builds=True)
+    tests = fake.forked_worker(zygote, "stage-tests", "tests_side", {"m": ""}, protections)
+    builds = fake.forked_worker(zygote.builds, "stage-builds", "builds_side", {"m": ""}, protections)
+    try:
+        assert RemoteStudent(tests, timeout=30).call("probe:imported") == [True, True]
+        assert RemoteStudent(builds, timeout=30).call("probe:imported") == [False, False]
+    finally:
+        tests.stop()
+        builds.stop()
+        zygote.stop()
+
+
+PROBE = """
+import sys
+
+def imported():
+    return ["triton" in sys.modules, "torch._dynamo" in sys.modules]
+"""
