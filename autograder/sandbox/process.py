@@ -407,13 +407,7 @@ class Worker:
     def _fork(self) -> _Process:
         """A worker forked from the zygote, as its own user, in cgroups of its own (sandbox.forked)."""
         self._take_account()
-        limits = self.protections.limits
-        cgroup = WorkerCgroup.create(limits.max_pids, True, True)
-        if cgroup is None or cgroup.pids is None or cgroup.cpu is None:
-            if cgroup is not None:
-                cgroup.remove()
-            raise GraderFault(f"{GRADER_FAULT}: the worker's cgroups could not be made as they were at the "
-                              "grader's start (pids cap, CPU account)")
+        cgroup = self._cgroup()  # both kinds: forked.available asks for them
         self.starts += 1
         fds = (*os.pipe(), *os.pipe())
         try:
@@ -423,6 +417,17 @@ class Worker:
             cgroup.remove()
             raise GraderFault(f"{GRADER_FAULT}: the zygote could not fork a worker ({exc})") from None
 
+    def _cgroup(self) -> WorkerCgroup:
+        """The worker's cgroups, each kind the grader found at its start; GraderFault where they cannot be made."""
+        pids, cpu = self.protections.pids_cgroup, self.protections.cpu_cgroup
+        cgroup = WorkerCgroup.create(self.protections.limits.max_pids, pids, cpu)
+        if cgroup is None or (cgroup.pids is None) == pids or (cgroup.cpu is None) == cpu:
+            if cgroup is not None:
+                cgroup.remove()
+            raise GraderFault(f"{GRADER_FAULT}: the worker's cgroups could not be made as they were at the "
+                              "grader's start (pids cap, CPU account)")
+        return cgroup
+
     def _rlimits(self) -> tuple[dict[str, Any], WorkerCgroup | None]:
         limits = self.protections.limits
         rlimits: dict[str, Any] = {"cpu": limits.cpu_seconds, "fsize": limits.file_size, "core": 0,
@@ -431,13 +436,7 @@ class Worker:
             rlimits["as"] = limits.address_space
         cgroup = None
         if self.protections.pids_cgroup or self.protections.cpu_cgroup:
-            cgroup = WorkerCgroup.create(limits.max_pids, self.protections.pids_cgroup, self.protections.cpu_cgroup)
-            if cgroup is None or (cgroup.pids is None) == self.protections.pids_cgroup or \
-                    (cgroup.cpu is None) == self.protections.cpu_cgroup:
-                if cgroup is not None:
-                    cgroup.remove()
-                raise GraderFault(f"{GRADER_FAULT}: the worker's cgroups could not be made as they were at the "
-                                  "grader's start (pids cap, CPU account)")
+            cgroup = self._cgroup()
             rlimits["cgroup_procs"] = cgroup.procs_files
         if not self.protections.pids_cgroup and self.protections.nproc_rlimit:
             rlimits["nproc"] = limits.max_pids
