@@ -204,13 +204,15 @@ def stage_breakdown(reports: list[GradeReport], batch_seconds: float, reports_se
 
 
 # The CPU seconds a grading used (autograder.grading.runner.TIMINGS' cpu_*), with their headers.
-CPU_PARTS = {"grader": "grading process", "student": "submission's workers", "builds": "builds"}
+CPU_PARTS = {"grader": "grading process", "student": "submission's workers", "builds": "builds",
+             "reference": "reference's builds"}
 
 
 def cpu_use(reports: list[GradeReport]) -> dict[str, float]:
     """CPU seconds per submission, from the reports' timings: the grading process's own (tests, reference,
-    reports), the submission's workers' (their start, torch's import, the student code they ran) and the
-    builds' (the second worker and its compilers), and their total."""
+    reports), the submission's workers' (their start, torch's import, the student code they ran), the
+    builds' (the second worker and its compilers) and the reference's builds' (made once, by the first grading
+    that needs them: autograder.grading.buildcache), and their total."""
     timed = [r.timings for r in reports if "cpu_student" in r.timings]
     if not timed:
         raise RuntimeError("no report holds the grading's CPU seconds (GradeReport.timings' cpu_student)")

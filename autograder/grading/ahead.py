@@ -28,6 +28,7 @@ from typing import Any, Callable
 
 import pytest
 
+from autograder.grading import buildcache
 from autograder.harness.student import scenario_name
 from autograder.sandbox.process import Worker
 
@@ -64,6 +65,7 @@ class BuildsAhead:
         self.worker = worker
         self.answers: dict[str, Any] = {}
         self.seconds = 0.0  # wall clock of the builds, from the start to the last answer
+        self.given = 0  # the reference's builds copied into its worker's Triton cache (autograder.grading.buildcache)
         self.stopping = False
         self.lock = threading.Lock()  # one stop of the worker at a time: this thread's and the grader's
         self.groups: dict[Callable, list[dict]] = {}
@@ -122,13 +124,21 @@ class BuildsAhead:
             self.worker.stop()
 
 
-def start(items: list[pytest.Item], first: Worker, scratch: Path) -> BuildsAhead | None:
+def start(items: list[pytest.Item], first: Worker, scratch: Path, reference_builds: Path | None = None
+          ) -> BuildsAhead | None:
     """Start the builds the collected `items` will ask for, in a second worker beside `first` (the same library
-    and submission, its own scratch folder); None when they ask for none."""
+    and submission, its own scratch folder, given a copy of the reference's builds: autograder.grading.buildcache);
+    None when they ask for none."""
     calls = [(s, kw) for s, kw in planned(items) if getattr(s, "ahead", None) is not None]
     if not calls:
         return None
-    worker = Worker(first.lib, first.submission, scratch, first.protections, first.gpu, account=first.shared_account(),
+    account = first.shared_account()
+    worker = Worker(first.lib, first.submission, scratch, first.protections, first.gpu, account=account,
                     ran=first.ran, stand_in=first.stand_in,
                     zygote=first.zygote.builds if first.zygote is not None else None)
-    return BuildsAhead(worker, calls)
+    scratch.mkdir(parents=True, exist_ok=True)  # a new folder of the stage, which no code of the submission can write
+    given = buildcache.seed(reference_builds, scratch, worker.scratch_inside(),
+                            *((account.uid, account.gid) if account is not None else ()))
+    builds = BuildsAhead(worker, calls)
+    builds.given = given
+    return builds

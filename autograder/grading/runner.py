@@ -48,7 +48,7 @@ import pytest
 import kernels  # noqa: F401  (Triton's mode, before anything else)
 from autograder.static import checks, triton_rules
 from autograder.written import answers as written
-from autograder.grading import ahead, stages
+from autograder.grading import ahead, buildcache, stages
 from autograder.model.results import GradeReport
 from autograder.sandbox import bwrap, forked, policy, staging
 from autograder.sandbox.process import RemoteStudent, Worker
@@ -70,7 +70,7 @@ COMPILE_CHECKS = "test_gpu_compile.py"  # the suites' GPU build checks (kernels.
 # own (its tests, the reference, the reports; from the submission's opening), the submission's workers' (their
 # start, with torch's import, and the student code they ran) and the builds' (the second worker, its compilers).
 TIMINGS = ("sandbox_build", "stage", "static", "tests", "compile", "builds_ahead", "sandbox_wait",
-           "cpu_grader", "cpu_student", "cpu_builds")
+           "cpu_grader", "cpu_student", "cpu_builds", "cpu_reference")
 
 
 def known_assignments() -> list[str]:
@@ -101,12 +101,24 @@ class GraderPlugin:
     slot: "Slot | None" = None  # where the compile checks' builds start once the tests are collected
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        if self.slot is not None and self.slot.worker is not None and self.slot.builds_ahead:
-            # Not the builds of a check that a static check fails anyway: it would never ask for them.
-            items = [item for item in session.items if not checks.blocked(self.violations, task_of(item))]
-            self.slot.ahead = ahead.start(items, self.slot.worker, self.slot.stage / "scratch-builds")
-            if self.slot.ahead is not None:
-                self.student.answered_ahead = self.slot.ahead.take
+        slot = self.slot
+        if slot is None or slot.worker is None:
+            return
+        # Not the builds of a check that a static check fails anyway: it would never ask for them.
+        items = [item for item in session.items if not checks.blocked(self.violations, task_of(item))]
+        if not slot.worker.gpu:  # the reference's builds of those checks (made by a server at its first need)
+            slot.reference_builds, slot.reference_cpu = buildcache.reference_builds(
+                buildcache.requests_of(ahead.planned(items)), make=slot.serving)
+        if slot.builds_ahead:
+            slot.ahead = ahead.start(items, slot.worker, slot.stage / "scratch-builds", slot.reference_builds)
+            if slot.ahead is not None:
+                self.student.answered_ahead = slot.ahead.take
+        if slot.ahead is not None:
+            slot.given_builds = slot.ahead.given
+        elif not slot.worker.ran.value:  # the checks build in the submission's worker, which has run no code of it
+            account = slot.worker.account
+            slot.given_builds = buildcache.seed(slot.reference_builds, slot.worker.scratch, slot.worker.scratch_inside(),
+                                                *((account.uid, account.gid) if account is not None else ()))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if COMPILE_CHECKS in report.nodeid.partition("::")[0]:
@@ -206,6 +218,18 @@ def gpu_lines(worker: Worker) -> list[str]:
     return lines
 
 
+def builds_lines(slot: "Slot") -> list[str]:
+    """What the compile checks compiled in this grading, counted in the Triton cache of the worker that built,
+    once it stopped; and whether it was given the reference's builds (autograder.grading.buildcache)."""
+    if slot.worker is None or (slot.ahead is None and slot.reference_builds is None):
+        return []
+    scratch = slot.ahead.worker.scratch if slot.ahead is not None else slot.worker.scratch
+    made = f" (made by this grading, in {slot.reference_cpu:.1f} CPU s)" if slot.reference_cpu else ""
+    return [f"compile checks: {buildcache.compiled(scratch)} kernel build(s) compiled in this "
+            f"grading; the worker was given the reference's {slot.given_builds} build(s){made}, taken where a "
+            "kernel is the reference's"]
+
+
 class Slot:
     """A stage folder with the worker library, and a worker booting on its (still empty) submission folder.
 
@@ -215,9 +239,15 @@ class Slot:
     """
 
     def __init__(self, protections: policy.Protections, gpu: bool, builds_ahead: bool = True,
-                 zygote: forked.Zygote | None = None) -> None:
+                 zygote: forked.Zygote | None = None, serving: bool = False) -> None:
         started = time.monotonic()
         self.worker: Worker | None = None
+        # A grading server's slot makes the reference's builds where they are missing (autograder.grading.buildcache);
+        # every slot gives those it finds to the worker that builds.
+        self.serving = serving
+        self.reference_builds: Path | None = None
+        self.reference_cpu = 0.0  # CPU seconds this grading spent making them (once per reference, compiler, builds)
+        self.given_builds = 0  # how many of them the worker that builds was given
         # Whether the compile checks' builds start beside the tests, on a core of their own (off where the
         # workers already share the cores: --no-overlap); and, once started, those builds.
         self.builds_ahead = builds_ahead
@@ -346,7 +376,8 @@ def run(job: Job, slot: Slot, protections: policy.Protections) -> GradeReport:
         slot.stop_workers()
     timings.update(tests=time.monotonic() - tests_started, compile=grader.compile_seconds,
                    builds_ahead=slot.ahead.seconds if slot.ahead is not None else 0.0, sandbox_wait=slot.worker.waited,
-                   cpu_student=slot.worker.cpu, cpu_builds=slot.ahead.worker.cpu if slot.ahead is not None else 0.0)
+                   cpu_student=slot.worker.cpu, cpu_builds=slot.ahead.worker.cpu if slot.ahead is not None else 0.0,
+                   cpu_reference=slot.reference_cpu)
     report = grader.report or GradeReport(submission="")
     if grader.report is not None:
         report.tests = report.tests + answers
@@ -355,6 +386,7 @@ def run(job: Job, slot: Slot, protections: policy.Protections) -> GradeReport:
                   + [f"assignments graded: {', '.join(chosen)}"]
                   + submission.problems + [f"static check: {v.message}" for v in violations]
                   + report.log + [f"worker started {slot.worker.starts} time(s); pytest exit code {int(code)}"]
+                  + builds_lines(slot)
                   + [f"swept after grading, left by the worker's user: {left}" for left in slot.worker.swept])
     report.execution_time = time.monotonic() - started
     report.timings = rounded({**timings, "cpu_grader": time.process_time() - cpu_started})
@@ -411,7 +443,7 @@ class Ready:
         code = 1
         try:
             protections, gpu = protections_for(timeout, sandbox)
-            slot = Slot(protections, gpu, builds_ahead, zygote)
+            slot = Slot(protections, gpu, builds_ahead, zygote, serving=True)
             with os.fdopen(read, "rb") as pipe:
                 text = pipe.read()
             if text:

@@ -459,6 +459,10 @@ class Worker:
                 user.guard_grader(staging.ROOT)
         self.account.open_stage(self.scratch.parent, self.scratch)
 
+    def scratch_inside(self) -> str:
+        """The scratch folder's path as the worker sees it."""
+        return self._paths()[2]
+
     def _paths(self) -> tuple[str, str, str]:
         if self.protections.bwrap:
             return bwrap.LIB, bwrap.SUBMISSION, bwrap.SCRATCH

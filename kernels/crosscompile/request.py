@@ -137,12 +137,25 @@ def _answer_or_error(one: dict) -> dict:
 
 
 def _import_before_fork() -> None:
-    """What every request imports (torch, fake tensors, Triton's compiler and its NVIDIA backend): once here,
-    so that the forked children share it instead of each paying for it."""
+    """What every request imports (torch, fake tensors, Triton's compiler and its NVIDIA backend) and what every
+    build's cache key computes once per process (a hash of Triton's own sources and library, ptxas's version):
+    once here, so that the forked children share it instead of each paying for it (0.4 s of CPU each for the
+    hash)."""
     import torch._dynamo.config  # noqa: F401  (FakeTensorMode imports it when it is made)
     import torch._subclasses.fake_tensor  # noqa: F401
     import triton.compiler  # noqa: F401
-    from triton.backends.nvidia import compiler  # noqa: F401
+    from triton.backends.nvidia import compiler
+
+    from kernels.hardware import TARGETS
+
+    try:  # only a saving: a Triton that keeps these elsewhere computes them in each child, as before
+        from triton.runtime.cache import triton_key
+
+        triton_key()
+        for arch in TARGETS.values():
+            compiler.get_ptxas_version(arch)
+    except Exception:  # noqa: BLE001
+        pass
 
 
 def _weight(one: dict) -> int:
