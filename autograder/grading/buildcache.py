@@ -11,10 +11,10 @@ Who may write what a worker reuses: only a process that never ran a submission's
 reference's builds: the builds the collected compile checks ask for, answered for the reference solution
 (SOLUTIONS) by `python -m kernels.crosscompile --request` in a process started for it, the reference's tree on
 its import path. They are kept in CACHE (default build/build-cache; $AUTOGRADER_BUILD_CACHE names another
-folder, `off` turns it off), out of every sandbox's view. A grading server (`runner --serve`, a cohort) makes
-them at its first need, once per reference, compiler and set of builds; a single grading only uses them. Each
-worker that builds gets a copy in its own Triton cache before any of the submission's code has run in it: what
-its code does to the copy stays in that submission.
+folder, `off` turns it off), out of every sandbox's view, one folder per reference and compiler. A grading
+server (`runner --serve`, a cohort) adds the builds it lacks at its first need; a single grading only uses what
+is there. Each worker that builds gets a copy in its own Triton cache before any of the submission's code has
+run in it: what its code does to the copy stays in that submission.
 
 Compilation runs Python of the kernel's author (a constexpr function, a static assert's message), so a
 submission's own builds are never kept: a submission whose kernel is the reference's, byte for byte where
@@ -44,6 +44,7 @@ VARIABLE = "AUTOGRADER_BUILD_CACHE"
 CACHE = ROOT / "build" / "build-cache"
 TRITON_CACHE = ".triton"  # a worker's Triton cache in its scratch folder (sandbox.bwrap.worker_env)
 WARM_TIMEOUT = 1800.0  # wall seconds for the reference's builds: minutes on a busy machine
+INDEX = "requests.json"  # in a folder of the reference's builds: the requests whose builds it holds
 
 
 def cache_root() -> Path | None:
@@ -72,43 +73,60 @@ def _packages(requests: list[dict]) -> list[str]:
     return sorted({m.split(".")[0] for m in modules})
 
 
-def _digest(requests: list[dict], reference: Path) -> str:
-    """What the reference's builds depend on, besides what Triton's own keys hold: the requests, the reference's
-    and the course library's sources, and the compiler's version."""
-    digest = hashlib.sha256(json.dumps(requests, sort_keys=True).encode())
+def _digest(reference: Path) -> str:
+    """What the reference's builds depend on besides the requests and what Triton's own keys hold: the
+    reference's and the course library's sources, and the compiler's version."""
+    digest = hashlib.sha256()
     for name in ("triton", "torch"):
         with contextlib.suppress(metadata.PackageNotFoundError):
             digest.update(f"{name}={metadata.version(name)}".encode())
-    for top in [reference / p for p in _packages(requests)] + [ROOT / "kernels"]:
-        for path in sorted(top.rglob("*.py")) if top.is_dir() else ():
-            digest.update(str(path.relative_to(top.parent)).encode() + b"\0" + path.read_bytes())
+    for top in (reference, ROOT / "kernels"):
+        for path in sorted(top.rglob("*.py")):
+            digest.update(str(path.relative_to(top)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:20]
 
 
 def reference_builds(requests: list[dict], make: bool, reference: Path = SOLUTIONS) -> tuple[Path | None, float]:
-    """(The folder of Triton cache entries of the reference's builds for `requests`, the CPU seconds spent here
-    making them): made now (once, under a lock other graders wait on) where `make` and they are missing. The
-    folder is None where there are none (off, no reference, no builds asked, not made yet and not `make`, or
-    their making failed: then every build is compiled in its grading, as without this cache)."""
+    """(The folder of Triton cache entries of the reference's builds, the CPU seconds spent here making them).
+
+    One folder per reference and compiler holds the builds of every request made so far: where `make`, those of
+    `requests` it lacks are made now (under a lock other graders wait on) and added; without `make`, it is given
+    as it is (a kernel without a build there is compiled in its grading). None where there is none: turned off,
+    no reference or builds, nothing made yet, or its making failed (then every build is compiled in its
+    grading, as without this cache)."""
     root = cache_root()
     if root is None or not requests or not reference.is_dir() \
             or not all((reference / p).is_dir() for p in _packages(requests)):
         return None, 0.0
-    name = f"{'-'.join(_packages(requests)) or 'builds'}-{_digest(requests, reference)}"
-    done = root / name
-    if done.is_dir() or not make:
+    done = root / f"reference-{_digest(reference)}"
+    if not make or not _missing(done, requests):
         return (done if done.is_dir() else None), 0.0
     before = _children_cpu()
     try:
         root.mkdir(parents=True, exist_ok=True)
-        with open(root / f"{name}.lock", "w") as lock:
+        with open(root / f"{done.name}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            if not done.is_dir():
-                _make(requests, reference, root, done)
+            missing = _missing(done, requests)
+            if missing:
+                _make(missing, reference, root, done)
     except (OSError, subprocess.SubprocessError, ValueError) as exc:
         print(f"the reference's builds were not made ({type(exc).__name__}: {exc}); each grading compiles its own",
               file=sys.stderr)
     return (done if done.is_dir() else None), _children_cpu() - before
+
+
+def _held(done: Path) -> list[dict]:
+    """The requests whose builds the folder holds (its INDEX)."""
+    try:
+        held = json.loads((done / INDEX).read_text())
+    except (OSError, ValueError):
+        return []
+    return held if isinstance(held, list) else []
+
+
+def _missing(done: Path, requests: list[dict]) -> list[dict]:
+    held = _held(done)
+    return [r for r in requests if r not in held]
 
 
 def _children_cpu() -> float:
@@ -117,7 +135,10 @@ def _children_cpu() -> float:
 
 
 def _make(requests: list[dict], reference: Path, root: Path, done: Path) -> None:
-    """Answer the requests for the reference in a process of their own, then move its Triton cache into place."""
+    """Answer the requests for the reference in a process of their own, then move each build of its Triton cache
+    into `done` (a rename, so that a grader copying the folder meanwhile sees each build whole or not at all),
+    and add the requests to its index last."""
+    new = not done.is_dir()
     with tempfile.TemporaryDirectory(prefix="making-", dir=root) as work:
         work_path = Path(work)
         inbox, outbox, cache = work_path / "request.json", work_path / "answer.json", work_path / "triton"
@@ -132,14 +153,22 @@ def _make(requests: list[dict], reference: Path, root: Path, done: Path) -> None
             raise ValueError(f"the compiler process ended with {done_process.returncode}: "
                              f"{(done_process.stderr or done_process.stdout)[-500:]}")
         answers = json.loads(outbox.read_text()).get("answers", [])
-        if len(answers) != len(requests) or not cache.is_dir():
+        if len(answers) != len(requests):
             raise ValueError("the compiler process gave no answer for some of the reference's builds")
-        for path in (cache, *cache.rglob("*")):  # readable by every grader of this machine, written by none
-            path.chmod(0o755 if path.is_dir() else 0o644)
-        cache.rename(done)
-    for old in root.glob(f"{done.name.rsplit('-', 1)[0]}-*"):  # an older reference's, or compiler's
-        if old.is_dir() and old != done and not old.name.startswith("making-"):
-            shutil.rmtree(old, ignore_errors=True)
+        done.mkdir(mode=0o755, exist_ok=True)
+        for entry in sorted(cache.iterdir()) if cache.is_dir() else ():
+            for path in (entry, *entry.rglob("*")):  # readable by every grader of this machine, written by none
+                path.chmod(0o755 if path.is_dir() else 0o644)
+            if entry.is_dir() and not (done / entry.name).exists():
+                entry.rename(done / entry.name)
+        index = work_path / INDEX
+        index.write_text(json.dumps(_held(done) + requests))
+        index.chmod(0o644)
+        index.rename(done / INDEX)
+    if new:  # the builds of an older reference, course library or compiler
+        for old in root.glob("reference-*"):
+            if old.is_dir() and old != done:
+                shutil.rmtree(old, ignore_errors=True)
 
 
 def seed(builds: Path | None, scratch: Path, inside: str, uid: int | None = None, gid: int | None = None) -> int:
@@ -158,7 +187,7 @@ def seed(builds: Path | None, scratch: Path, inside: str, uid: int | None = None
     except OSError:
         return 0
     try:
-        shutil.copytree(builds, cache, dirs_exist_ok=True, symlinks=True)
+        shutil.copytree(builds, cache, dirs_exist_ok=True, symlinks=True, ignore=shutil.ignore_patterns(INDEX))
         for group in cache.glob("*/__grp__*.json"):
             found = json.loads(group.read_text())
             found["child_paths"] = {name: f"{inside}/{TRITON_CACHE}/{group.parent.name}/{Path(path).name}"

@@ -81,8 +81,12 @@ def main() -> None:
 
     skip = set(filter(None, os.environ.pop("LLMSYS_ZYGOTE_SKIP", "").split(",")))
     builds = os.environ.pop("LLMSYS_ZYGOTE_KIND", "") == "builds"
+    if builds:  # its workers only build: Triton's compiler imported once, compiling, for each compile to fork
+        from kernels.crosscompile.request import prepare_compiler
+
+        prepare_compiler()
     worker.prepare()
-    if not builds:  # the builds' workers compile in a fork that imports Triton afresh, compiling: not here
+    if not builds:
         warm()
     _check(_libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "not dumpable")  # no worker reads its memory via /proc
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -121,9 +125,9 @@ def main() -> None:
                 pass
 
 
-# What a worker's first use of torch would import, paid once here instead of in every worker (not in the builds'
-# zygote: kernels.crosscompile.request compiles in a fork of its worker only where Triton was not imported, as
-# it must then be imported with TRITON_INTERPRET=0; else it starts a new interpreter, torch and all): torch._dynamo
+# What a worker's first use of torch would import, paid once here instead of in every worker (the builds' zygote
+# imports Triton compiling instead, kernels.crosscompile.request.prepare_compiler: a process that imported Triton
+# interpreted cannot compile, and its compiles would each be a new interpreter, torch and all): torch._dynamo
 # (with sympy and Triton) comes with the first optimizer (torch.optim wraps its methods in
 # torch._disable_dynamo), the first checkpoint or the first FLOP counter; about 1.4 CPU s each time.
 WARM_MODULES = ("torch._dynamo", "torch.optim", "torch.utils.checkpoint", "torch.utils.flop_counter",

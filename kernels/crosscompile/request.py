@@ -136,6 +136,24 @@ def _answer_or_error(one: dict) -> dict:
         return {"error": f"the compile request failed: {type(exc).__name__}: {shorten(str(exc))}"}
 
 
+# Whether this process imported Triton compiling, to fork its compiles (prepare_compiler).
+_COMPILER_READY: list[bool] = []
+
+
+def prepare_compiler() -> bool:
+    """Import Triton compiling (TRITON_INTERPRET=0), and what each compile needs, in a process whose compiles are
+    forks of it (a grading server's builds' zygote, autograder.sandbox.zygote): run_request then forks instead of
+    starting an interpreter. False, and nothing done, where Triton was imported already: its mode is fixed then."""
+    if _COMPILER_READY:
+        return True
+    if "triton" in sys.modules:
+        return False
+    os.environ["TRITON_INTERPRET"] = "0"
+    _import_before_fork()
+    _COMPILER_READY.append(True)
+    return True
+
+
 def _import_before_fork() -> None:
     """What every request imports (torch, fake tensors, Triton's compiler and its NVIDIA backend) and what every
     build's cache key computes once per process (a hash of Triton's own sources and library, ptxas's version):
@@ -262,18 +280,18 @@ BUILD_CPU_SECONDS = 300.0
 def run_request(request: dict, timeout: float = 3600.0) -> dict:
     """Answer `request` in a fresh process where Triton compiles (TRITON_INTERPRET=0).
 
-    For interpreted processes (the grader's worker on a CPU). Where this process has not imported Triton yet
-    (a grader's worker that builds beside the tests, autograder.grading.ahead) and no GPU is in reach
-    (_gpu_in_reach), the process is a child forked from this one, which sets TRITON_INTERPRET=0 before
-    anything imports Triton: it skips an interpreter's start and torch's import (over a second of CPU per
-    request). Otherwise it is a new `python -m
+    For interpreted processes (the grader's worker on a CPU). Where this process has not imported Triton yet, or
+    imported it compiling (prepare_compiler: a grading server's worker that builds beside the tests,
+    autograder.grading.ahead), and no GPU is in reach (_gpu_in_reach), the process is a child forked from this
+    one, which sets TRITON_INTERPRET=0 before anything imports Triton: it skips an interpreter's start and
+    torch's import (over a second of CPU per request). Otherwise it is a new `python -m
     kernels.crosscompile --request IN --out OUT`. Either way it has this process's import path, limits,
     sandbox and TRITON_CACHE_DIR, imports the student's modules anew (imported_anew), and its result comes
     back through a file, so that what the code prints cannot corrupt it.
     """
     with tempfile.TemporaryDirectory() as scratch:
         inbox, outbox = Path(scratch) / "request.json", Path(scratch) / "answer.json"
-        if "triton" not in sys.modules and hasattr(os, "fork") and not _gpu_in_reach():
+        if ("triton" not in sys.modules or _COMPILER_READY) and hasattr(os, "fork") and not _gpu_in_reach():
             return _forked_request(request, outbox, timeout)
         inbox.write_text(json.dumps(request))
         # This process's import path (the submission or tree included), so the child imports the same modules.

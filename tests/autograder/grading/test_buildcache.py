@@ -59,10 +59,31 @@ def test_the_reference_builds_are_made_once_readable_by_all_and_written_by_none(
     for path in folder.rglob("*"):
         assert path.stat().st_mode & 0o777 == (0o755 if path.is_dir() else 0o644), path
     assert buildcache.reference_builds(gelu_requests(), make=True) == (folder, 0.0)  # kept: nothing compiled
-    other = kernel_scenarios._build_requests("softmax", "bf16", "sm_90")[1]
-    assert buildcache.reference_builds(other, make=False) == (None, 0.0)  # never made without a server's leave
+    # Builds asked for later are added to the same folder, by a server only; a single grading takes what is there.
+    softmax = kernel_scenarios._build_requests("softmax", "bf16", "sm_90")[1]
+    assert buildcache.reference_builds(softmax, make=False) == (folder, 0.0)
+    assert len([p for p in folder.iterdir() if p.is_dir()]) == 2
     monkeypatch.setenv(buildcache.VARIABLE, "off")
     assert buildcache.reference_builds(gelu_requests(), make=True) == (None, 0.0)
+
+
+def test_builds_asked_for_later_are_added_and_a_new_reference_replaces_the_old(tmp_path, monkeypatch):
+    """A second set of builds joins the first in the folder of the same reference and compiler; a reference
+    changed by one line is another folder, made afresh, and the old one is removed."""
+    monkeypatch.setenv(buildcache.VARIABLE, str(tmp_path / "cache"))
+    reference = tmp_path / "solutions"
+    shutil.copytree(buildcache.SOLUTIONS / "gpu_kernels", reference / "gpu_kernels")
+    first, _ = buildcache.reference_builds(gelu_requests(), make=True, reference=reference)
+    assert first is not None and len([p for p in first.iterdir() if p.is_dir()]) == 2
+    softmax = kernel_scenarios._build_requests("softmax", "bf16", "sm_90")[1]
+    again, cpu = buildcache.reference_builds(gelu_requests() + softmax, make=True, reference=reference)
+    assert again == first and cpu > 0.5
+    assert len([p for p in first.iterdir() if p.is_dir()]) == 6  # the softmax kernels in both dtypes added
+    source = reference / "gpu_kernels" / "matmul.py"
+    source.write_text(source.read_text() + "\n# changed\n")
+    other, _ = buildcache.reference_builds(gelu_requests(), make=True, reference=reference)
+    assert other is not None and other != first and not first.exists()
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir() if p.is_dir()) == [other.name]
 
 
 def test_a_reference_without_the_assignment_makes_no_builds(tmp_path, monkeypatch):
@@ -183,7 +204,8 @@ def test_a_submission_that_attacks_the_builds_spoils_only_its_own_copy(made, att
     root, folder, _ = made
     before = contents(root)
     done = RemoteStudent(attacker, timeout=30).call("spoiler.m:attack", str(root))
-    assert done["spoiled"] == len(contents(folder)), done  # it had a copy of every file, and wrote it
+    builds = [name for name in contents(folder) if name != buildcache.INDEX]
+    assert done["spoiled"] == len(builds), done  # it had a copy of every build's file, and wrote it
     assert contents(root) == before
     assert not any(p.name == "planted" for p in root.rglob("*"))
 

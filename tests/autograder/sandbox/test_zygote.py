@@ -228,17 +228,19 @@ def test_a_forked_worker_ends_with_its_grader_even_in_an_endless_loop(tmp_path, 
         zygote.stop()
 
 
-def test_the_builds_worker_is_forked_without_triton_so_that_its_compiles_are_forks_too(tmp_path, protections):
-    """The submission's workers come from a zygote that imported Triton (under its interpreter) and torch._dynamo;
-    the compile checks' worker from the builds' zygote beside it, which did not: kernels.crosscompile compiles in a
-    fork of that worker, importing Triton afresh with TRITON_INTERPRET=0, only where Triton is not imported yet
-    (else it starts a new interpreter and imports torch again)."""
+def test_the_builds_worker_compiles_in_forks_of_itself_and_the_tests_worker_interprets(tmp_path, protections):
+    """The submission's workers come from a zygote that imported Triton under its interpreter, and torch._dynamo;
+    the compile checks' worker from the builds' zygote beside it, which imported Triton compiling
+    (kernels.crosscompile.request.prepare_compiler). So a compile of the builds' worker is a fork of it, not a new
+    interpreter that imports torch again (the submission's worker, which cannot compile, starts one)."""
     zygote = fake.zygote(fake.zygote_root(tmp_path / "zygote"), protections, lib_modules={"probe": PROBE}, builds=True)
     tests = fake.forked_worker(zygote, "stage-tests", "tests_side", {"m": ""}, protections)
     builds = fake.forked_worker(zygote.builds, "stage-builds", "builds_side", {"m": ""}, protections)
     try:
-        assert RemoteStudent(tests, timeout=30).call("probe:imported") == [True, True]
-        assert RemoteStudent(builds, timeout=30).call("probe:imported") == [False, False]
+        assert RemoteStudent(tests, timeout=30).call("probe:imported") == [True, True, "1"]
+        assert RemoteStudent(builds, timeout=30).call("probe:imported") == [True, True, "0"]
+        assert RemoteStudent(tests, timeout=30).call("probe:compile") == "a new interpreter"
+        assert RemoteStudent(builds, timeout=30).call("probe:compile") == {"answers": []}
     finally:
         tests.stop()
         builds.stop()
@@ -246,8 +248,24 @@ def test_the_builds_worker_is_forked_without_triton_so_that_its_compiles_are_for
 
 
 PROBE = """
+import os
+import subprocess
 import sys
 
+
 def imported():
-    return ["triton" in sys.modules, "torch._dynamo" in sys.modules]
+    return ["triton" in sys.modules, "torch._dynamo" in sys.modules, os.environ.get("TRITON_INTERPRET")]
+
+
+def compile():
+    from kernels.crosscompile import request
+
+    def refused(*args, **kwargs):
+        raise RuntimeError("a new interpreter")
+
+    subprocess.run = refused
+    try:
+        return request.run_request({"requests": []}, timeout=60)
+    except RuntimeError as exc:
+        return str(exc)
 """
