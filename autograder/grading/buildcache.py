@@ -215,3 +215,46 @@ def compiled(scratch: Path) -> int:
         return sum(1 for entry in cache.iterdir() if entry.is_dir() and not entry.is_symlink()
                    and any(f.lstat().st_mtime_ns != 0 for f in entry.iterdir()))
     return 0
+
+
+def every_request(assignments: list[str]) -> list[dict]:
+    """The compile requests of every build check of these assignments' suites (their test_gpu_compile.py's
+    every_build), in each build dtype, for the course GPU."""
+    import importlib
+
+    calls = []
+    for name in assignments:
+        try:
+            checks = importlib.import_module(f"autograder.suites.{name}.test_gpu_compile")
+        except ModuleNotFoundError:
+            continue
+        calls += checks.every_build()
+    return requests_of(calls)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m autograder.grading.buildcache`: make the reference's builds of every compile check now (before a
+    cohort, or into an image whose every grading is a single one), where they are not made yet."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m autograder.grading.buildcache", description=main.__doc__)
+    parser.add_argument("--assignments", help="comma-separated (default: every assignment of the reference)")
+    args = parser.parse_args(argv)
+    chosen = args.assignments.split(",") if args.assignments else sorted(
+        p.name for p in SOLUTIONS.iterdir() if (p / "__init__.py").is_file()) if SOLUTIONS.is_dir() else []
+    requests = every_request(chosen)
+    if cache_root() is None:
+        print(f"the reference's builds are turned off (${VARIABLE})")
+        return 0
+    folder, cpu = reference_builds(requests, make=True)
+    if folder is None:
+        print("no builds were made: no reference, no compile checks, or their making failed (above)", file=sys.stderr)
+        return 1 if requests else 0
+    made = f"made now in {cpu:.1f} CPU s" if cpu else "made before"
+    print(f"the reference's builds of {len(requests)} compile requests: "
+          f"{sum(1 for p in folder.iterdir() if p.is_dir())} in {folder} ({made})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

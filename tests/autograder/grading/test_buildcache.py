@@ -229,3 +229,24 @@ def test_a_grading_server_makes_the_reference_builds_at_its_first_need_and_gives
     assert line.startswith("compile checks: 0 kernel build(s) compiled") and "reference's 2 build(s)" in line, line
     assert "made by this grading" in line and graded.timings["cpu_reference"] > 0.5, (line, graded.timings)
     assert len([p for p in root.iterdir() if p.is_dir()]) == 1
+
+
+def test_every_compile_check_of_a_suite_is_made_ahead_by_one_command(tmp_path, monkeypatch, capsys):
+    """`python -m autograder.grading.buildcache` makes the builds that a grading of the whole suite asks for:
+    gpu_kernels' GeLU, softmax and matmul in bf16 and fp16 (10 builds: the softmax and the matmul launch two
+    kernels); turned off, it makes none."""
+    from autograder.suites.gpu_kernels import test_gpu_compile as checks
+
+    requests = buildcache.every_request(["gpu_kernels", "resource_accounting"])
+    assert requests == buildcache.requests_of([(kernel_scenarios.gpu_builds, checks.build_call(kind, dtype))
+                                               for kind in ("gelu", "softmax", "matmul") for dtype in ("bf16", "fp16")])
+    monkeypatch.setenv(buildcache.VARIABLE, "off")
+    assert buildcache.main(["--assignments", "gpu_kernels"]) == 0
+    assert "turned off" in capsys.readouterr().out
+    monkeypatch.setenv(buildcache.VARIABLE, str(tmp_path / "cache"))
+    assert buildcache.main(["--assignments", "gpu_kernels"]) == 0
+    (folder,) = [p for p in (tmp_path / "cache").iterdir() if p.is_dir()]
+    assert len([p for p in folder.iterdir() if p.is_dir()]) == 10
+    assert "made now" in capsys.readouterr().out
+    assert buildcache.main(["--assignments", "gpu_kernels"]) == 0
+    assert "made before" in capsys.readouterr().out
