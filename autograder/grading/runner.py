@@ -107,8 +107,11 @@ class GraderPlugin:
         # Not the builds of a check that a static check fails anyway: it would never ask for them.
         items = [item for item in session.items if not checks.blocked(self.violations, task_of(item))]
         if not slot.worker.gpu:  # the reference's builds of those checks (made by a server at its first need)
-            slot.reference_builds, slot.reference_cpu = buildcache.reference_builds(
-                buildcache.requests_of(ahead.planned(items)), make=slot.serving)
+            try:
+                slot.reference_builds, slot.reference_cpu = buildcache.reference_builds(
+                    buildcache.requests_of(ahead.planned(items)), make=slot.serving)
+            except Exception as exc:  # noqa: BLE001  (a saving, never a grading's failure: each build compiles)
+                print(f"the reference's builds were not looked for: {type(exc).__name__}: {exc}", file=sys.stderr)
         if slot.builds_ahead:
             slot.ahead = ahead.start(items, slot.worker, slot.stage / "scratch-builds", slot.reference_builds)
             if slot.ahead is not None:
