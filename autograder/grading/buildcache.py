@@ -165,10 +165,12 @@ def _make(requests: list[dict], reference: Path, root: Path, done: Path) -> None
         index.write_text(json.dumps(_held(done) + requests))
         index.chmod(0o644)
         index.rename(done / INDEX)
-    if new:  # the builds of an older reference, course library or compiler
+    if new:  # the builds of an older reference, course library or compiler, and their locks
         for old in root.glob("reference-*"):
             if old.is_dir() and old != done:
                 shutil.rmtree(old, ignore_errors=True)
+            elif old.suffix == ".lock" and old.stem != done.name:
+                old.unlink(missing_ok=True)
 
 
 def seed(builds: Path | None, scratch: Path, inside: str, uid: int | None = None, gid: int | None = None) -> int:

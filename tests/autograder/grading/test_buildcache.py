@@ -83,7 +83,7 @@ def test_builds_asked_for_later_are_added_and_a_new_reference_replaces_the_old(t
     source.write_text(source.read_text() + "\n# changed\n")
     other, _ = buildcache.reference_builds(gelu_requests(), make=True, reference=reference)
     assert other is not None and other != first and not first.exists()
-    assert sorted(p.name for p in (tmp_path / "cache").iterdir() if p.is_dir()) == [other.name]
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [other.name, f"{other.name}.lock"]
 
 
 def test_a_reference_without_the_assignment_makes_no_builds(tmp_path, monkeypatch):
