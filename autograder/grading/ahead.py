@@ -137,8 +137,7 @@ def start(items: list[pytest.Item], first: Worker, scratch: Path, reference_buil
                     ran=first.ran, stand_in=first.stand_in,
                     zygote=first.zygote.builds if first.zygote is not None else None)
     scratch.mkdir(parents=True, exist_ok=True)  # a new folder of the stage, which no code of the submission can write
-    given = buildcache.seed(reference_builds, scratch, worker.scratch_inside(),
-                            *((account.uid, account.gid) if account is not None else ()))
+    given = buildcache.seed(reference_builds, scratch, worker.scratch_inside(), own_user=account is not None)
     builds = BuildsAhead(worker, calls)
     builds.given = given
     return builds

@@ -7,14 +7,15 @@ functions it calls and the constexpr globals it reads, its line in the file, its
 and finds a build in its cache (TRITON_CACHE_DIR) by that key. A kernel that differs in any of those is a
 different key, and is compiled.
 
-Who may write what a worker reuses: only a process that never ran a submission's code. Here that is the
-reference's builds: the builds the collected compile checks ask for, answered for the reference solution
-(SOLUTIONS) by `python -m kernels.crosscompile --request` in a process started for it, the reference's tree on
-its import path. They are kept in CACHE (default build/build-cache; $AUTOGRADER_BUILD_CACHE names another
-folder, `off` turns it off), out of every sandbox's view, one folder per reference and compiler. A grading
-server (`runner --serve`, a cohort) adds the builds it lacks at its first need; a single grading only uses what
-is there. Each worker that builds gets a copy in its own Triton cache before any of the submission's code has
-run in it: what its code does to the copy stays in that submission.
+Who may write what a worker reuses: only a process that never ran a submission's code. Here that is the reference's
+builds: the builds the collected compile checks ask for, answered for the reference solution (SOLUTIONS) by
+kernels.crosscompile (`--request`) in a process started for it, the reference's tree on its import path. They are
+kept in CACHE (default build/build-cache; $AUTOGRADER_BUILD_CACHE names another folder, `off` turns it off), the
+grader's only (they show the reference), out of every sandbox's view, one folder per reference and compiler. A
+grading server (`runner --serve`, a cohort) adds the builds it lacks at its first need; a single grading only uses
+what is there. Each worker that builds, where it runs as a user of its own, gets a copy in its own Triton cache
+before any of the submission's code has run in it, which it can use but not list (seed): what its code does there
+stays in that submission, and nothing of the reference is shown to it.
 
 Compilation runs Python of the kernel's author (a constexpr function, a static assert's message), so a
 submission's own builds are never kept: a submission whose kernel is the reference's, byte for byte where
@@ -103,7 +104,7 @@ def reference_builds(requests: list[dict], make: bool, reference: Path = SOLUTIO
         return (done if done.is_dir() else None), 0.0
     before = _children_cpu()
     try:
-        root.mkdir(parents=True, exist_ok=True)
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
         with open(root / f"{done.name}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             missing = _missing(done, requests)
@@ -155,15 +156,16 @@ def _make(requests: list[dict], reference: Path, root: Path, done: Path) -> None
         answers = json.loads(outbox.read_text()).get("answers", [])
         if len(answers) != len(requests):
             raise ValueError("the compiler process gave no answer for some of the reference's builds")
-        done.mkdir(mode=0o755, exist_ok=True)
+        done.mkdir(mode=0o700, exist_ok=True)
+        done.chmod(0o700)
         for entry in sorted(cache.iterdir()) if cache.is_dir() else ():
-            for path in (entry, *entry.rglob("*")):  # readable by every grader of this machine, written by none
-                path.chmod(0o755 if path.is_dir() else 0o644)
+            for path in (entry, *entry.rglob("*")):  # the grader's only: they show the reference
+                path.chmod(0o700 if path.is_dir() else 0o600)
             if entry.is_dir() and not (done / entry.name).exists():
                 entry.rename(done / entry.name)
         index = work_path / INDEX
         index.write_text(json.dumps(_held(done) + requests))
-        index.chmod(0o644)
+        index.chmod(0o600)
         index.rename(done / INDEX)
     if new:  # the builds of an older reference, course library or compiler, and their locks
         for old in root.glob("reference-*"):
@@ -173,15 +175,21 @@ def _make(requests: list[dict], reference: Path, root: Path, done: Path) -> None
                 old.unlink(missing_ok=True)
 
 
-def seed(builds: Path | None, scratch: Path, inside: str, uid: int | None = None, gid: int | None = None) -> int:
+def seed(builds: Path | None, scratch: Path, inside: str, own_user: bool) -> int:
     """Copy the reference's builds into the Triton cache of the worker whose scratch folder is `scratch` (`inside`
-    as the worker sees it), before any code of the submission has run there, owned by the worker's user where it
-    has one (`uid`, `gid`); the number of builds copied. Made here, the cache folder cannot be a link the
-    submission placed: where it already exists, nothing is copied.
+    as the worker sees it), before any code of the submission has run there; the number of builds copied.
+
+    The builds would show the reference to whoever can list them (its Triton IR names its variables, lines and
+    files), so they are given only to a worker that runs as a user of its own (`own_user`: a forked worker, or
+    user mode), and it cannot list them. Its cache folder belongs to the grader, mode 1733: the worker may add
+    its own builds there, never list, rename or remove the grader's. It reaches a build only by Triton's key,
+    which only the reference's own source gives; each build's folder is 0711, its files 0644. A worker that runs
+    as the grader's own user (a single grading under bubblewrap) is given none. Made here, the cache folder
+    cannot be a link the submission placed: where it already exists, nothing is copied.
 
     Triton's entry of a build names its files by absolute path (its `__grp__` file): those name the worker's
     copy. Every file copied is dated 1970, so that what the worker compiles itself (compiled) stands out."""
-    if builds is None or not builds.is_dir() or not scratch.is_dir() or scratch.is_symlink():
+    if builds is None or not own_user or not builds.is_dir() or not scratch.is_dir() or scratch.is_symlink():
         return 0
     cache = scratch / TRITON_CACHE
     try:
@@ -196,10 +204,10 @@ def seed(builds: Path | None, scratch: Path, inside: str, uid: int | None = None
                                     for name, path in found.get("child_paths", {}).items()}
             group.write_text(json.dumps(found))
         for path in cache.rglob("*"):
+            os.chmod(path, 0o711 if path.is_dir() else 0o644, follow_symlinks=False)
             if not path.is_dir():
                 os.utime(path, ns=(0, 0), follow_symlinks=False)
-        for path in (cache, *cache.rglob("*")) if uid is not None else ():
-            os.chown(path, uid, gid if gid is not None else -1, follow_symlinks=False)
+        cache.chmod(0o1733)
     except (OSError, ValueError) as exc:
         print(f"the reference's builds were not given to the worker ({exc}); it compiles its own", file=sys.stderr)
         shutil.rmtree(cache, ignore_errors=True)

@@ -119,9 +119,8 @@ class GraderPlugin:
         if slot.ahead is not None:
             slot.given_builds = slot.ahead.given
         elif not slot.worker.ran.value:  # the checks build in the submission's worker, which has run no code of it
-            account = slot.worker.account
             slot.given_builds = buildcache.seed(slot.reference_builds, slot.worker.scratch, slot.worker.scratch_inside(),
-                                                *((account.uid, account.gid) if account is not None else ()))
+                                                own_user=slot.worker.account is not None)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if COMPILE_CHECKS in report.nodeid.partition("::")[0]:

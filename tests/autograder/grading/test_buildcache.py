@@ -1,8 +1,9 @@
 """The reference's builds, kept across gradings (autograder.grading.buildcache).
 
 Made once, by a process that runs the reference only, they are copied into the Triton cache of each worker that
-builds. A kernel that is the reference's takes its build (nothing is compiled); any other is compiled in its own
-grading. A submission that attacks the kept builds can spoil only its own copy: the grader's are out of its sight.
+builds, as a user of its own. A kernel that is the reference's takes its build (nothing is compiled); any other is
+compiled in its own grading. A submission can neither list nor spoil the builds it was given (they would show the
+reference), and the grader's are out of its sight.
 """
 
 from __future__ import annotations
@@ -50,14 +51,14 @@ def made(tmp_path_factory) -> tuple[Path, Path, float]:
     return root, folder, cpu
 
 
-def test_the_reference_builds_are_made_once_readable_by_all_and_written_by_none(made, monkeypatch):
+def test_the_reference_builds_are_made_once_and_are_the_graders_only(made, monkeypatch):
     root, folder, cpu = made
     monkeypatch.setenv(buildcache.VARIABLE, str(root))
     entries = [p for p in folder.iterdir() if p.is_dir()]
     assert len(entries) == 2, entries  # the GeLU kernel in bf16 and in fp16
     assert cpu > 0.5, "the builds were compiled, in a process of their own"
-    for path in folder.rglob("*"):
-        assert path.stat().st_mode & 0o777 == (0o755 if path.is_dir() else 0o644), path
+    for path in [root, folder, *folder.rglob("*")]:  # they show the reference: no other user may read them
+        assert path.stat().st_mode & 0o077 == 0, path
     assert buildcache.reference_builds(gelu_requests(), make=True) == (folder, 0.0)  # kept: nothing compiled
     # Builds asked for later are added to the same folder, by a server only; a single grading takes what is there.
     softmax = kernel_scenarios._build_requests("softmax", "bf16", "sm_90")[1]
@@ -118,7 +119,7 @@ def test_a_kernel_that_is_the_references_takes_its_build_and_any_other_is_compil
     shutil.copytree(buildcache.SOLUTIONS / "gpu_kernels", tree / "gpu_kernels")
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    assert buildcache.seed(folder, scratch, str(scratch)) == 2
+    assert buildcache.seed(folder, scratch, str(scratch), own_user=True) == 2
     for group in scratch.glob(".triton/*/__grp__*.json"):
         for path in json.loads(group.read_text())["child_paths"].values():
             assert Path(path).parent == group.parent, path
@@ -133,7 +134,7 @@ def test_a_kernel_that_is_the_references_takes_its_build_and_any_other_is_compil
     source.write_text(changed)
     fresh = tmp_path / "fresh"
     fresh.mkdir()
-    assert buildcache.seed(folder, fresh, str(fresh)) == 2
+    assert buildcache.seed(folder, fresh, str(fresh), own_user=True) == 2
     build_in(fresh, tree)
     assert buildcache.compiled(fresh) == 2
 
@@ -144,9 +145,16 @@ def test_the_builds_are_never_copied_through_a_link_the_submission_placed(made, 
     scratch.mkdir()
     elsewhere.mkdir()
     (scratch / buildcache.TRITON_CACHE).symlink_to(elsewhere)
-    assert buildcache.seed(folder, scratch, str(scratch)) == 0
+    assert buildcache.seed(folder, scratch, str(scratch), own_user=True) == 0
     assert list(elsewhere.iterdir()) == []
     assert buildcache.compiled(scratch) == 0
+
+
+def test_a_worker_that_runs_as_the_graders_own_user_is_given_no_builds(made, tmp_path):
+    """It could list them (a user may open what it owns), and read the reference in them."""
+    _, folder, _ = made
+    assert buildcache.seed(folder, tmp_path, str(tmp_path), own_user=False) == 0
+    assert list(tmp_path.iterdir()) == []
 
 
 ATTACK = """
@@ -154,60 +162,74 @@ import os
 from pathlib import Path
 
 
-def attack(kept):
-    \"\"\"Spoil every build this worker was given, and write where the grader keeps the reference's.\"\"\"
-    spoiled, planted = 0, False
-    for path in Path(os.environ["TRITON_CACHE_DIR"]).rglob("*"):
-        if path.is_file():
+def attack(kept, key, group):
+    \"\"\"What a submission can do with the builds it was given, and with those the grader keeps.\"\"\"
+    import json
+
+    cache = Path(os.environ["TRITON_CACHE_DIR"])
+    done = {"listed": None, "found": len([p for p in cache.rglob("*") if p.is_file()]), "spoiled": 0}
+    try:
+        done["listed"] = os.listdir(cache)
+    except OSError:
+        pass
+    entry = cache / key  # reached by its key and names, as Triton reaches it for a kernel that is the reference's
+    files = [Path(p) for p in json.loads((entry / group).read_text())["child_paths"].values()]
+    done["read_by_key"] = all(f.read_bytes() for f in files) and any(f.suffix == ".ptx" for f in files)
+    for path in [entry / group, *files]:
+        try:
             path.write_bytes(b"spoiled")
-            spoiled += 1
+            done["spoiled"] += 1
+        except OSError:
+            pass
+    for undo in (lambda: entry.rename(cache / "moved"), lambda: os.chmod(cache, 0o777),
+                 lambda: os.chmod(entry, 0o777)):
+        try:
+            undo()
+            done["spoiled"] += 1
+        except OSError:
+            pass
+    (cache / "its-own").mkdir()  # its own builds: Triton adds them here
+    done["made_own"] = (cache / "its-own").is_dir()
     try:
         Path(kept).mkdir(parents=True, exist_ok=True)
         (Path(kept) / "planted").write_text("x")
-        planted = True
-        for path in Path(kept).rglob("*"):
-            if path.is_file():
-                path.write_bytes(b"spoiled")
     except OSError:
         pass
-    return {"spoiled": spoiled, "planted": planted}
+    return done
 """
 
 
-@pytest.fixture(params=["exec", "forked"])
-def attacker(request, tmp_path_factory, made):
-    """A worker given the reference's builds as the grader gives them, whose submission attacks them: as a single
-    grading starts one, and forked from a grading server's zygote."""
+@pytest.fixture
+def attacker(tmp_path_factory, made):
+    """A worker forked from a grading server's zygote (a user of its own), given the reference's builds as the
+    grader gives them, whose submission attacks them."""
     protections = policy.detect("auto", policy.Limits(call_timeout=30, start_timeout=120))
     if not protections.bwrap:
         pytest.skip("without bubblewrap the worker sees the grader's files")
-    zygote = None
-    if request.param == "forked":
-        zygote = fake.zygote(tmp_path_factory.mktemp("zygote"), protections)
-        worker = fake.forked_worker(zygote, "stage", "spoiler", {"m": ATTACK}, protections)
-    else:
-        worker = fake.worker(tmp_path_factory.mktemp("sandbox"), "spoiler", {"m": ATTACK}, call_timeout=30)
+    zygote = fake.zygote(tmp_path_factory.mktemp("zygote"), protections)
+    worker = fake.forked_worker(zygote, "stage", "spoiler", {"m": ATTACK}, protections)
     account = worker.shared_account()
     worker.scratch.mkdir(parents=True, exist_ok=True)
-    given = buildcache.seed(made[1], worker.scratch, worker.scratch_inside(),
-                            *((account.uid, account.gid) if account is not None else ()))
-    assert given == 2
+    assert buildcache.seed(made[1], worker.scratch, worker.scratch_inside(), own_user=account is not None) == 2
     yield worker
     worker.stop()
-    if zygote is not None:
-        zygote.stop()
+    zygote.stop()
 
 
-def test_a_submission_that_attacks_the_builds_spoils_only_its_own_copy(made, attacker):
-    """The worker may do what it likes with its copy of the builds (its own Triton cache); the grader's are out of
-    its sight, and stay byte for byte as they were."""
+def test_a_submission_can_use_the_builds_it_was_given_but_neither_list_nor_spoil_them(made, attacker):
+    """The worker finds a build only by Triton's key (which only the reference's source gives): it cannot list its
+    Triton cache, so it never sees the reference's IR; it cannot change, move or reopen the builds, only add its
+    own. The grader's kept builds are out of its sight, and stay byte for byte as they were."""
     root, folder, _ = made
     before = contents(root)
-    done = RemoteStudent(attacker, timeout=30).call("spoiler.m:attack", str(root))
-    builds = [name for name in contents(folder) if name != buildcache.INDEX]
-    assert done["spoiled"] == len(builds), done  # it had a copy of every build's file, and wrote it
+    key = next(p.name for p in folder.iterdir() if p.is_dir())
+    group = next(p.name for p in (folder / key).glob("__grp__*.json"))
+    done = RemoteStudent(attacker, timeout=30).call("spoiler.m:attack", str(root), key, group)
+    assert done == {"listed": None, "found": 0, "spoiled": 0, "read_by_key": True, "made_own": True}, done
     assert contents(root) == before
     assert not any(p.name == "planted" for p in root.rglob("*"))
+    given = attacker.scratch / buildcache.TRITON_CACHE / key
+    assert contents(given).keys() == contents(folder / key).keys()  # its copy whole, where it was
 
 
 @pytest.mark.skipif(has_cuda(), reason="a CPU grader's compile checks")
