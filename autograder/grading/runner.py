@@ -420,6 +420,13 @@ def warm(assignments: list[str]) -> None:
         pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", f"--rootdir={ROOT}", "--impl", str(SOLUTIONS)]
                     + [p for a in assignments for p in test_paths(a)])
     warm_dispatch()
+    try:  # the constants Hypothesis draws from, read from the source of every local module loaded: once here, not
+        # in each child (only a saving, through a private function: a Hypothesis without it reads them there)
+        from hypothesis.internal.conjecture.providers import _get_local_constants
+
+        _get_local_constants()
+    except Exception:  # noqa: BLE001
+        pass
 
 
 class Ready:

@@ -334,6 +334,8 @@ class Worker:
         if self.account is not None and not self.shared:  # the submission is in place by the first call
             user.share_read_only(self.submission)
             self.shared = True
+        if self.current.ready:  # through its handshake already: no wait, and no reading of the machine's load
+            return self.current
         started, machine, delay = time.monotonic(), Machine(), self.current.run_delay()
         try:
             self.current.wait_ready(self.protections.limits.start_timeout)

@@ -60,6 +60,23 @@ def test_grading_an_unchanged_submission_twice_gives_the_same_results_test_by_te
     assert given.tests[0].message != random_test[0].message  # another seed, other inputs: the test can tell
 
 
+def test_a_grading_servers_child_draws_what_a_grading_of_its_own_draws(mistake):
+    """A grading server's children are forked from a parent that imported the suites and read, once, the constants
+    Hypothesis draws from (autograder.grading.runner.warm); their draws are a fresh process's: the same results,
+    messages (which name the values drawn) included, as a single grading's of the same seed."""
+    select = "matmul_flops or flop_counter"
+    alone = grade(mistake, call_timeout=20, select=select)
+    pool = client.ServerPool(call_timeout=20, select=select)
+    try:
+        served = pool.grade(mistake)
+    finally:
+        pool.close()
+    assert served.seed == alone.seed
+    assert outcomes(served) == outcomes(alone)
+    # The Hypothesis property fails, its message naming what it drew (2mnp of the drawn sizes).
+    assert any(t.status == "failed" and "at_random_sizes" in t.name and "==" in t.message for t in alone.tests)
+
+
 def test_the_course_file_secret_reaches_the_seed(tmp_path, monkeypatch):
     course = tmp_path / "grading.toml"
     course.write_text('[grading]\nseed_secret = "only the staff know"\n')
