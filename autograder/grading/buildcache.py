@@ -229,7 +229,8 @@ def compiled(scratch: Path) -> int:
 
 def every_request(assignments: list[str]) -> list[dict]:
     """The compile requests of every build check of these assignments' suites (their test_gpu_compile.py's
-    every_build), in each build dtype, for the course GPU."""
+    BUILD_CHECKS, each asking BUILD_SCENARIO for its build_call), in each build dtype, for the course GPU: what a
+    grading of the whole suite asks for."""
     import importlib
 
     calls = []
@@ -238,7 +239,8 @@ def every_request(assignments: list[str]) -> list[dict]:
             checks = importlib.import_module(f"autograder.suites.{name}.test_gpu_compile")
         except ModuleNotFoundError:
             continue
-        calls += checks.every_build()
+        calls += [(checks.BUILD_SCENARIO, checks.build_call(kind, dtype)) for kind in checks.BUILD_CHECKS.values()
+                  for dtype in checks.scenarios.BUILD_DTYPES]
     return requests_of(calls)
 
 
@@ -247,11 +249,12 @@ def main(argv: list[str] | None = None) -> int:
     cohort, or into an image whose every grading is a single one), where they are not made yet."""
     import argparse
 
+    from kernels import impl
+
     parser = argparse.ArgumentParser(prog="python -m autograder.grading.buildcache", description=main.__doc__)
     parser.add_argument("--assignments", help="comma-separated (default: every assignment of the reference)")
     args = parser.parse_args(argv)
-    chosen = args.assignments.split(",") if args.assignments else sorted(
-        p.name for p in SOLUTIONS.iterdir() if (p / "__init__.py").is_file()) if SOLUTIONS.is_dir() else []
+    chosen = args.assignments.split(",") if args.assignments else impl.packages(SOLUTIONS) if SOLUTIONS.is_dir() else []
     requests = every_request(chosen)
     if cache_root() is None:
         print(f"the reference's builds are turned off (${VARIABLE})")
