@@ -82,6 +82,12 @@ TARGETS = {"sm_80": 80, "sm_90": 90, "sm_100": 100}
 SHARED_MEMORY_PER_BLOCK = {"sm_80": 163 * 1024, "sm_90": 227 * 1024, "sm_100": 227 * 1024}
 # The course's GPUs by architecture, for messages.
 ARCHITECTURE_GPUS = {"sm_80": "A100", "sm_90": "H100, H200", "sm_100": "B200"}
+# Each architecture's own tensor-core instruction, as its PTX names it (kernels.crosscompile reads the PTX):
+# Ampere's warp-level mma.sync; Hopper's wgmma.mma_async, issued by a warpgroup of 4 warps on 64 rows at a
+# time, asynchronous, its operands in shared memory; Blackwell's tcgen05.mma, its accumulator in tensor memory.
+# A newer GPU still runs the older instruction (a Hopper runs mma.sync), at a fraction of its rate: Triton
+# 3.7.1 falls back to mma.sync on sm_90 when a tile has fewer than 64 rows or num_warps is not a multiple of 4.
+TENSOR_CORE_INSTRUCTION = {"sm_80": "mma.sync", "sm_90": "wgmma", "sm_100": "tcgen05"}
 # Launch limits, the same for 8.0, 9.0 and 10.0 (same table): at most 1024 threads per block and 64K
 # 32-bit registers per block (and per SM). A kernel built for more threads (num_warps=64 asks for 2048)
 # or registers x threads above 64K cannot launch; Triton finds out only at launch, on the GPU.

@@ -72,6 +72,43 @@ def narrow_load_problems(answer, where: str, target: str, hint: str) -> list[str
     return found
 
 
+def pipeline_problems(answer, where: str, target: str, hint_cores: str, hint_stages: str) -> list[str]:
+    """What keeps the builds with a tl.dot in a worker's build report (plain data, as report_problems reads it)
+    from the target's own tensor cores and from a software pipeline: each such build's PTX must use the
+    target's tensor-core instruction (kernels.hardware.TENSOR_CORE_INSTRUCTION: wgmma on sm_90) and copy its
+    tiles into shared memory ahead of use (cp.async, which Triton emits for num_stages >= 2), with the hints
+    (what to do). A report that is not one, a build that did not compile, or no build with a tl.dot is a
+    problem too, each prefixed by `where`."""
+    from kernels.hardware import TENSOR_CORE_INSTRUCTION
+
+    if not isinstance(answer, dict) or not isinstance(answer.get("builds"), list) or not answer["builds"]:
+        error = answer.get("error") if isinstance(answer, dict) else None
+        return [f"{where}: {error or 'the build report has no builds'}"]
+    own = TENSOR_CORE_INSTRUCTION[target]
+    found, dotted = [], 0
+    for b in answer["builds"]:
+        if not isinstance(b, dict) or b.get("target") != target:
+            found.append(f"{where}: a build for another target was reported")
+            continue
+        at = f" at {b['config']}" if b.get("config") else ""
+        if not b.get("ok"):
+            found.append(f"{b.get('kernel')} ({where}): does not compile{at}, so its instructions cannot be read")
+            continue
+        if not b.get("dots"):
+            continue
+        dotted += 1
+        cores = b.get("tensor_cores")
+        if cores != own:
+            found.append(f"{b.get('kernel')} ({where}): its tl.dot compiles to {cores or 'no tensor-core instruction'}"
+                         f"{at}, not {own}, {target}'s own tensor-core instruction. {hint_cores}")
+        if b.get("async_copies") is not True:
+            found.append(f"{b.get('kernel')} ({where}): no cp.async in its PTX{at}: its tiles are loaded by the "
+                         f"threads that then wait for them, with no copy in flight ahead of the tl.dot. {hint_stages}")
+    if not dotted and not found:
+        found.append(f"{where}: no build has a tl.dot")
+    return found
+
+
 def build_problems(result: dict, shared_limit: int) -> list[str]:
     """What is wrong with one build (a BuildResult as plain data) for a GPU whose blocks may use
     `shared_limit` bytes of shared memory; empty when nothing is. A pure function of the data, so that
@@ -130,12 +167,13 @@ def print_table(results: list, every_build: bool) -> None:
     if every_build:
         table = Table(title="Triton kernels built for GPUs (no GPU needed): every build")
         for column in ("kernel", "case", "target", "warps", "stages", "result", "shared KiB", "limit",
-                       "tensor cores", "load bits", "regs", "stack B", "s"):
+                       "tensor cores", "cp.async", "load bits", "regs", "stack B", "s"):
             table.add_column(column, justify="left" if column in ("kernel", "case", "result") else "right")
         for r in results:
             table.add_row(r.kernel, r.label, r.target, str(r.num_warps), str(r.num_stages), verdict(r),
                           "" if r.shared_bytes is None else f"{r.shared_bytes / 1024:.1f}", str(r.shared_limit // 1024),
-                          r.tensor_cores or ("-" if not r.dots else "NONE"), load_widths(r.load_bits),
+                          r.tensor_cores or ("-" if not r.dots else "NONE"), "yes" if r.async_copies else "no",
+                          load_widths(r.load_bits),
                           _num(r.registers), _num(r.spill_bytes),
                           f"{r.seconds:.1f}")
         console.print(table)

@@ -64,6 +64,14 @@ def matmul(a: torch.Tensor, b: torch.Tensor, bias, activation, a_view, b_view, d
 gelu.stores = softmax.stores = matmul.stores = True
 
 
+def tile_of(M: int, N: int, block_m: int, block_n: int, group_m: int) -> list | None:
+    """The (tile_m, tile_n) the student's `_tile_of` gives each pid of the grid, read by a probe kernel under the
+    interpreter (kernels.design.tile_of); None where kernels are compiled (a GPU)."""
+    from kernels import design
+
+    return design.tile_of(M, N, block_m, block_n, group_m)
+
+
 # ---- On a GPU: milliseconds, by do_bench, in the same process as the baseline ------------------------
 
 

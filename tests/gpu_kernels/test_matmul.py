@@ -71,6 +71,30 @@ def test_matmul_with_epilogue_launches_one_triton_kernel(student, trusted):
     assert len(set(got["launches"])) == 1, f"expected one Triton kernel, got {sorted(set(got['launches']))}"
 
 
+# The handout's worked example (§4): 3 x 4 tiles, GROUP_M = 2, the last group one row high.
+WORKED_EXAMPLE = [(0, 0), (1, 0), (0, 1), (1, 1), (0, 2), (1, 2), (0, 3), (1, 3), (2, 0), (2, 1), (2, 2), (2, 3)]
+
+
+@pytest.mark.points(0.5)
+@pytest.mark.task("matmul.matmul_triton")
+def test_matmul_tile_of_gives_the_worked_example(student):
+    """`_tile_of` gives the handout's worked example (§4): tiles_m = 3, tiles_n = 4 (M = 40, N = 100 with
+    16 x 32 blocks), GROUP_M = 2, program by program, the short last group included. Read under the
+    interpreter (skipped where kernels are compiled); the hidden tests draw other grids.
+
+    Hint: programs 8 to 11 are the last group, one row high: walking it down a column of GROUP_M rows
+    puts tiles on row 3, past the end.
+    """
+    got = student.run(scenarios.tile_of, M=40, N=100, block_m=16, block_n=32, group_m=2)
+    if got is None:
+        pytest.skip("_tile_of is read under the Triton interpreter; kernels are compiled here")
+    got = [tuple(tile) for tile in got]
+    wrong = [(pid, have, want) for pid, (have, want) in enumerate(zip(got, WORKED_EXAMPLE)) if have != want]
+    assert len(got) == len(WORKED_EXAMPLE) and not wrong, (
+        f"{len(wrong)} of 12 programs take another tile than the handout's worked example; first: pid "
+        f"{wrong[0][0]} took {wrong[0][1]}, the example gives {wrong[0][2]}" if wrong else f"{len(got)} programs")
+
+
 BAD_CALLS = {
     "inner dims differ": lambda: ((torch.zeros(4, 5), torch.zeros(6, 3)), {}, ValueError),
     "a is 3-D": lambda: ((torch.zeros(2, 4, 5), torch.zeros(5, 3)), {}, ValueError),

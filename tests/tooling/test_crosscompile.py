@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernels.crosscompile import build_problems, narrow_load_problems, report_problems, require_compiler
+from kernels.crosscompile import (build_problems, narrow_load_problems, pipeline_problems, report_problems,
+                                  require_compiler)
 from kernels.crosscompile.loads import global_load_bits
 from kernels.hardware import SHARED_MEMORY_PER_BLOCK
 
@@ -138,6 +139,60 @@ def test_each_global_load_is_read_from_the_ptx_with_its_width_per_thread():
         "each should be 128 bits (ld.global.v4.b32, 16 bytes). hint",
         "_scale_kernel (planted): its global loads at BLOCK=1024, 32 warps, 3 stages: 1 load of 16 bits per thread; "
         "each should be 128 bits (ld.global.v4.b32, 16 bytes). hint"], problems
+
+
+def test_hoppers_own_instructions_are_read_from_the_ptx_of_each_build():
+    """Built for sm_90 (Triton 3.7.1): 128-row tiles at 8 warps and 64-row at 4 give wgmma, 32-row tiles or 2
+    warps give Ampere's mma.sync; 2 stages or more copy the tiles by cp.async, 1 stage does not. The pipeline
+    check passes the first and names what each other lacks, with its config."""
+    cases = [dict(), dict(block_m=64, num_warps=4, num_stages=4), dict(block_m=32, num_warps=4),
+             dict(block_m=64, block_n=64, num_warps=2), dict(num_stages=1), dict(num_stages=2)]
+    answer = compile_calls([("tutorial_matmul", kwargs) for kwargs in cases], "sm_90")
+    assert [(b["tensor_cores"], b["async_copies"]) for b in answer["builds"]] == [
+        ("wgmma", True), ("wgmma", True), ("mma.sync", True), ("mma.sync", True), ("wgmma", False), ("wgmma", True)]
+    good = {"builds": [answer["builds"][i] for i in (0, 1, 5)]}
+    assert pipeline_problems(good, "planted", "sm_90", "CORES", "STAGES") == []
+    problems = pipeline_problems(answer, "planted", "sm_90", "CORES", "STAGES")
+    assert problems == [
+        "_tutorial_matmul_kernel (planted): its tl.dot compiles to mma.sync at BLOCK_M=32, BLOCK_N=128, BLOCK_K=64, "
+        "4 warps, 3 stages, not wgmma, sm_90's own tensor-core instruction. CORES",
+        "_tutorial_matmul_kernel (planted): its tl.dot compiles to mma.sync at BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, "
+        "2 warps, 3 stages, not wgmma, sm_90's own tensor-core instruction. CORES",
+        "_tutorial_matmul_kernel (planted): no cp.async in its PTX at BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, 8 warps, "
+        "1 stages: its tiles are loaded by the threads that then wait for them, with no copy in flight ahead of the "
+        "tl.dot. STAGES"], problems
+
+
+def test_the_pipeline_check_judges_a_report_from_plain_data():
+    """A worker's report is untrusted data: an error, no builds, another target, a build that did not compile,
+    a dot on another generation's instruction or none, cp.async missing or not a plain True, and a report
+    whose builds have no tl.dot are each a problem, never a pass; a build without a dot beside one with it is
+    not judged; each target asks for its own instruction."""
+    good = dict(kernel="k", target="sm_90", ok=True, config="C", dots=1, tensor_cores="wgmma", async_copies=True)
+    plain = dict(kernel="p", target="sm_90", ok=True, dots=0, tensor_cores="", async_copies=False)
+    assert pipeline_problems({"builds": [good, plain]}, "w", "sm_90", "X", "Y") == []
+    assert pipeline_problems({"builds": [{**good, "target": "sm_80", "tensor_cores": "mma.sync"}]},
+                             "w", "sm_80", "X", "Y") == []
+    assert pipeline_problems({"builds": [{**good, "target": "sm_100", "tensor_cores": "tcgen05"}]},
+                             "w", "sm_100", "X", "Y") == []
+    cases = [({"error": "host code failed"}, "w: host code failed"),
+             ({"builds": []}, "w: the build report has no builds"), ([good], "w: the build report has no builds"),
+             ({"builds": [{**good, "target": "sm_80"}]}, "w: a build for another target was reported"),
+             ({"builds": [{**good, "ok": False}]}, "k (w): does not compile at C, so its instructions cannot be read"),
+             ({"builds": [plain]}, "w: no build has a tl.dot"),
+             ({"builds": [{**good, "tensor_cores": "mma.sync"}]},
+              "k (w): its tl.dot compiles to mma.sync at C, not wgmma, sm_90's own tensor-core instruction. X"),
+             ({"builds": [{**good, "tensor_cores": ""}]},
+              "k (w): its tl.dot compiles to no tensor-core instruction at C, not wgmma, sm_90's own tensor-core "
+              "instruction. X"),
+             ({"builds": [{**good, "async_copies": "yes"}]},
+              "k (w): no cp.async in its PTX at C: its tiles are loaded by the threads that then wait for them, with "
+              "no copy in flight ahead of the tl.dot. Y"),
+             ({"builds": [{**good, "async_copies": False}]},
+              "k (w): no cp.async in its PTX at C: its tiles are loaded by the threads that then wait for them, with "
+              "no copy in flight ahead of the tl.dot. Y")]
+    for answer, problem in cases:
+        assert pipeline_problems(answer, "w", "sm_90", "X", "Y") == [problem], answer
 
 
 def test_the_load_widths_are_read_from_every_form_of_a_global_load():

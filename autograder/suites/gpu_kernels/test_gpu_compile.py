@@ -9,7 +9,9 @@ Triton's own compiler (kernels.crosscompile; no GPU needed): it must compile, fi
 shared memory per block and launch limits (threads and registers per block), compute its pointer offsets
 in int64 (handout §2) and, for the matmul, put its dots on the tensor cores. The GeLU's build is read once
 more: each global load of its PTX must move 128 bits per thread (a vector of 16 contiguous bytes, handout
-§2), which a strided access or a BLOCK too small for its warps does not.
+§2), which a strided access or a BLOCK too small for its warps does not. The matmul's build is read once more:
+each tl.dot must compile to the course GPU's own tensor-core instruction (wgmma on sm_90, not Ampere's mma.sync)
+and its tiles must be copied into shared memory by cp.async, ahead of the dot (a pipeline, handout §4).
 
 A GPU also runs a grid's programs in no fixed order, the interpreter in increasing order: on a CPU each
 kernel runs its programs reversed and shuffled too and must give the same output (kernels.program_order),
@@ -27,7 +29,7 @@ import pytest
 import torch
 
 from autograder.suites.gpu_kernels import scenarios
-from kernels.crosscompile import TARGETS, narrow_load_problems, report_problems
+from kernels.crosscompile import TARGETS, narrow_load_problems, pipeline_problems, report_problems
 from kernels.device import default_device
 from kernels.hardware import ARCHITECTURE_GPUS, SHARED_MEMORY_PER_BLOCK
 
@@ -71,7 +73,8 @@ def assert_builds(student, kernel: str, dtype: str, dots: bool = False) -> None:
 BUILD_CHECKS = {"test_gelu_kernel_builds_for_the_course_gpu": "gelu",
                 "test_gelu_kernel_loads_128_bits_per_thread_on_the_course_gpu": "gelu",
                 "test_softmax_kernels_build_for_the_course_gpu": "softmax",
-                "test_matmul_kernels_build_for_the_course_gpu_with_tensor_cores": "matmul"}
+                "test_matmul_kernels_build_for_the_course_gpu_with_tensor_cores": "matmul",
+                "test_matmul_uses_the_course_gpus_own_tensor_cores_and_a_pipeline": "matmul"}
 BUILD_SCENARIO = scenarios.gpu_builds  # what each of them asks for, in each scenarios.BUILD_DTYPES
 
 
@@ -153,13 +156,44 @@ def test_matmul_kernels_build_for_the_course_gpu_with_tensor_cores(student, trus
     Hint: give tl.dot the bf16/fp16 tiles as they are on a GPU (upcast to fp32 only for fp32 inputs or under
     the interpreter); write `_gpu_config` (handout §4) so that num_stages pairs of tiles fit shared memory.
     """
+    assert_right_matmul(student, trusted, rng)
+    assert_builds(student, "matmul", dtype, dots=True)
+
+
+def assert_right_matmul(student, trusted, rng) -> None:
+    """matmul_triton right at a tiny float32 case (M, N, K from 1 to 40), before any of its builds is read."""
     m, n, k = (rng.randint(1, 40) for _ in range(3))
     a, b = trusted.randn(rng.randrange(2**31), m, k), trusted.randn(rng.randrange(2**31), k, n)
     got = student.run(scenarios.matmul, a=a, b=b, bias=None, activation=None, a_view=None, b_view=None,
                       device=DEVICE)["out"]
     trusted.assert_close("matmul_triton (the build is checked only for a right matmul)", got, trusted.matmul64(a, b),
                          torch.float32, trusted.fp32)
-    assert_builds(student, "matmul", dtype, dots=True)
+
+
+@pytest.mark.points(0.5)
+@pytest.mark.edge
+@pytest.mark.task("matmul.matmul_triton")
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_matmul_uses_the_course_gpus_own_tensor_cores_and_a_pipeline(student, trusted, rng, dtype):
+    """In the PTX of the kernels matmul_triton launches on a GPU (4096³, with a bias and GeLU and without, bf16
+    and fp16, built for the course GPU at the student's own tiles, warps and stages), every tl.dot compiles to
+    the course GPU's own tensor-core instruction (wgmma.mma_async on an H100, a warpgroup's asynchronous MMA;
+    not Ampere's mma.sync, which a Hopper also runs at a fraction of the rate) and the tiles of A and B reach
+    shared memory by asynchronous copies (cp.async), issued ahead of the tl.dot that uses them (a software
+    pipeline, num_stages >= 2); only for a matmul right at a tiny float32 case.
+
+    Hint: on an H100, Triton emits wgmma for tiles of 64 rows or more at a num_warps that is a multiple of 4
+    (a warpgroup is 4 warps), and cp.async from num_stages=2 on. Handout §4, "What the H100 makes of it".
+    """
+    assert_right_matmul(student, trusted, rng)
+    call = build_call("matmul", dtype)
+    answer = student.run(scenarios.gpu_builds, **call)
+    where = f"matmul in {dtype} on {call['target']} ({ARCHITECTURE_GPUS[call['target']]})"
+    problems = pipeline_problems(answer, where, call["target"],
+                                 "On sm_90 Triton emits wgmma for BLOCK_M >= 64 at a num_warps that is a multiple of "
+                                 "4 (handout §4)",
+                                 "Pipeline the K loop: num_stages >= 2 in your _gpu_config (handout §4)")
+    assert not problems, "\n".join(problems)
 
 
 def order_inputs(trusted, rng, kernel: str) -> dict:

@@ -30,11 +30,24 @@ from tests.autograder.suites.test_suites_gpu_kernels import ALTERNATIVES, SOLUTI
 HIDDEN = "autograder/suites/gpu_kernels/test_gpu_compile.py"
 CPU_MATMUL = "autograder/suites/gpu_kernels/test_hidden_kernels.py::test_matmul_matches_float64_at_random_shapes"
 ALWAYS_FP32 = ("matmul.py", "DOT_FP32=interpreted() or a.dtype == torch.float32", "DOT_FP32=True")
-MATMUL_BUILDS = {f"test_matmul_kernels_build_for_the_course_gpu_with_tensor_cores[{dtype}]" for dtype in ("bf16", "fp16")}
+HOPPER = {f"test_matmul_uses_the_course_gpus_own_tensor_cores_and_a_pipeline[{dtype}]" for dtype in ("bf16", "fp16")}
+MATMUL_BUILDS = {f"test_matmul_kernels_build_for_the_course_gpu_with_tensor_cores[{dtype}]"
+                 for dtype in ("bf16", "fp16")} | HOPPER
 REFERENCE_GPU_CONFIG = "return dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3)"
 # Four stages of 256 x 256 x 128 bf16 tiles: 4 x 128 KiB in the model of §4, far over 227 KiB (and 163 KiB).
 OVERFLOWING_STAGES = ("matmul.py", REFERENCE_GPU_CONFIG,
                       "return dict(BLOCK_M=256, BLOCK_N=256, BLOCK_K=128, GROUP_M=8, num_warps=8, num_stages=4)")
+# Configs that build and fit, but not for Hopper's own instructions (handout §4, "What the H100 makes of it"):
+# 32-row tiles, too short for a warpgroup's 64 (mma.sync, Ampere's instruction); 2 warps, not a warpgroup
+# (mma.sync); one stage, no copy ahead of the dot (no cp.async). (config, words of the feedback)
+NOT_HOPPERS_OWN = {
+    "32-row-tiles": ("return dict(BLOCK_M=32, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=4, num_stages=3)",
+                     ("compiles to mma.sync", "not wgmma", "BLOCK_M >= 64")),
+    "2-warps": ("return dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, GROUP_M=8, num_warps=2, num_stages=3)",
+                ("compiles to mma.sync", "not wgmma", "multiple of 4")),
+    "1-stage": ("return dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=1)",
+                ("no cp.async", "num_stages >= 2", "1 stages")),
+}
 # Another sound choice: 64 x 128 x 32 tiles, 4 warps (64 accumulator values per thread), 3 stages of 12 KiB.
 OTHER_SOUND_CHOICE = ("matmul.py", REFERENCE_GPU_CONFIG,
                       "return dict(BLOCK_M=64, BLOCK_N=128, BLOCK_K=32, GROUP_M=8, num_warps=4, num_stages=3)")
@@ -132,9 +145,11 @@ def gpu_config_stubbed(tmp_path: Path) -> Path:
 
 
 def test_the_reference_matmul_builds_for_an_h100_in_bf16_with_tensor_cores(tmp_path, triton_cache):
-    """The reference's matmul kernels earn the bf16 compile points (the subset `make test` runs)."""
+    """The reference's matmul kernels earn the bf16 compile points (the subset `make test` runs): they build,
+    and on the H100 every tl.dot is a wgmma and the tiles come by cp.async."""
     found = results(build_tree(tmp_path, {}), tmp_path, triton_cache, HIDDEN, select="matmul and bf16")
-    assert found == {"test_matmul_kernels_build_for_the_course_gpu_with_tensor_cores[bf16]": ("passed", "")}
+    assert found == {"test_matmul_kernels_build_for_the_course_gpu_with_tensor_cores[bf16]": ("passed", ""),
+                     "test_matmul_uses_the_course_gpus_own_tensor_cores_and_a_pipeline[bf16]": ("passed", "")}
 
 
 def test_an_fp32_dot_on_the_gpu_passes_on_a_cpu_but_loses_the_matmul_compile_points(tmp_path, triton_cache):
@@ -155,7 +170,7 @@ def test_a_gpu_config_not_written_yet_loses_exactly_the_matmul_compile_points(tm
     saying that it is not implemented yet, and every other compile and program-order test passes."""
     found = results(gpu_config_stubbed(tmp_path), tmp_path, triton_cache, CPU_MATMUL, HIDDEN)
     assert found.pop("test_matmul_matches_float64_at_random_shapes")[0] == "passed"
-    assert len(found) == 11 and {name for name, (outcome, _) in found.items() if outcome != "passed"} == MATMUL_BUILDS
+    assert len(found) == 13 and {name for name, (outcome, _) in found.items() if outcome != "passed"} == MATMUL_BUILDS
     for name in MATMUL_BUILDS:
         message = found[name][1]
         for words in ("matmul_triton failed when run as on a GPU", "NotImplementedError",
@@ -178,6 +193,22 @@ def test_stages_that_overflow_shared_memory_lose_the_matmul_compile_points(tmp_p
         assert words in message, f"{words!r} missing from the feedback:\n{message[:2000]}"
 
 
+@pytest.mark.parametrize("name", [name if name != "2-warps" else pytest.param(name, marks=full_only)
+                                  for name in NOT_HOPPERS_OWN])
+def test_a_config_short_of_hoppers_own_instructions_loses_exactly_their_points(tmp_path, triton_cache, name):
+    """A config that builds and fits, but whose build uses Ampere's mma.sync on the H100 (tiles of 32 rows, 2 warps)
+    or copies nothing ahead of the dot (1 stage): the matmul still builds with tensor cores (its build check
+    passes); the check that reads wgmma and cp.async fails, naming what it found, the config and what to change."""
+    config, words = NOT_HOPPERS_OWN[name]
+    found = results(planted(tmp_path, ("matmul.py", REFERENCE_GPU_CONFIG, config)), tmp_path, triton_cache, HIDDEN,
+                    select="matmul and bf16")
+    assert found.pop("test_matmul_kernels_build_for_the_course_gpu_with_tensor_cores[bf16]") == ("passed", ""), found
+    (test, (outcome, message)), = found.items()
+    assert test in HOPPER and outcome == "failed", found
+    for word in ("_matmul_kernel", "on sm_90", *words):
+        assert word in message, f"{word!r} missing from the feedback:\n{message[:2000]}"
+
+
 @full_only
 def test_another_sound_gpu_config_earns_the_matmul_compile_points(tmp_path, triton_cache):
     """64 x 128 x 32 tiles, 4 warps, 3 stages: not the reference's, within every bound of §4; both matmul builds
@@ -190,7 +221,7 @@ def test_another_sound_gpu_config_earns_the_matmul_compile_points(tmp_path, trit
 @full_only
 def test_the_reference_earns_every_compile_point(tmp_path, triton_cache):
     found = results(build_tree(tmp_path, {}), tmp_path, triton_cache, HIDDEN)
-    assert len(found) == 11 and all(outcome == "passed" for outcome, _ in found.values()), found
+    assert len(found) == 13 and all(outcome == "passed" for outcome, _ in found.values()), found
 
 
 @full_only
@@ -200,7 +231,7 @@ def test_a_kernel_that_builds_earns_every_compile_point_whatever_its_design(tmp_
     and three-pass softmax (design mistakes, which lose their design points in test_suites_gpu_kernels.py)
     build for the GPU as the reference does."""
     found = results(build_tree(tmp_path, folder(ALTERNATIVES / name)), tmp_path, triton_cache, HIDDEN)
-    assert len(found) == 11 and all(outcome == "passed" for outcome, _ in found.values()), found
+    assert len(found) == 13 and all(outcome == "passed" for outcome, _ in found.values()), found
 
 
 @pytest.mark.parametrize("name", ["strided", "1024-at-8-warps", pytest.param("512-at-4-warps", marks=full_only)])
