@@ -4,6 +4,7 @@
     h100 = gpu("H100")                 # lookup by name: case, spaces and hyphens do not matter
     h100.bf16_flops_per_sec            # 989.4e12 (dense: no 2:4 sparsity)
     h100.ridge_point()                 # ≈ 295 FLOP/byte: below it a kernel is memory-bound
+    h100.ridge_point("fp8")            # ≈ 591: fp8 doubles the tensor cores' roof (Hopper and later)
 
 Every figure is the vendor's dense figure, from NVIDIA's public datasheets (cited per GPU below).
 Capacities are the vendor's decimal gigabytes (80 GB = 80e9 bytes), which is also how the
@@ -28,12 +29,15 @@ class GPU:
     hbm_bandwidth_bytes_per_sec: float
     hbm_bytes: int
     num_sms: int
+    fp8_flops_per_sec: float | None = None  # dense fp8 tensor-core peak; None: no fp8 tensor cores (the A100)
 
     def peak_flops_per_sec(self, dtype: str = "bf16") -> float:
-        """The peak for "bf16" (tensor cores) or "fp32" (CUDA cores)."""
-        peaks = {"bf16": self.bf16_flops_per_sec, "fp32": self.fp32_flops_per_sec}
+        """The peak for "bf16" or "fp8" (tensor cores) or "fp32" (CUDA cores)."""
+        peaks = {"bf16": self.bf16_flops_per_sec, "fp8": self.fp8_flops_per_sec, "fp32": self.fp32_flops_per_sec}
         if dtype not in peaks:
             raise ValueError(f"dtype must be one of {sorted(peaks)}, got {dtype!r}")
+        if peaks[dtype] is None:
+            raise ValueError(f"the {self.name} has no {dtype} tensor cores (they came with Hopper, sm_90)")
         return peaks[dtype]
 
     def ridge_point(self, dtype: str = "bf16") -> float:
@@ -47,14 +51,15 @@ GPUS: tuple[GPU, ...] = (
     GPU("A100 SXM 80GB", 312e12, 19.5e12, 2.0e12, 80 * GB, 108),
     # NVIDIA H100 Tensor Core GPU datasheet, H100 SXM: 989.4e12 bf16 dense (the datasheet's 1979e12 is
     # with 2:4 sparsity; the lecture writes 1979e12 / 2), 67e12 fp32, 80 GB HBM3 at 3.35e12 B/s; 132 SMs
-    # (NVIDIA H100 architecture whitepaper).
-    GPU("H100 SXM", 989.4e12, 67e12, 3.35e12, 80 * GB, 132),
+    # (NVIDIA H100 architecture whitepaper); fp8 1978.9e12 dense (the datasheet's 3958e12 with sparsity).
+    GPU("H100 SXM", 989.4e12, 67e12, 3.35e12, 80 * GB, 132, 1978.9e12),
     # NVIDIA H200 Tensor Core GPU datasheet, H200 SXM: the H100's compute with 141 GB of HBM3e at
     # 4.8e12 B/s, 132 SMs.
-    GPU("H200 SXM", 989.4e12, 67e12, 4.8e12, 141 * GB, 132),
+    GPU("H200 SXM", 989.4e12, 67e12, 4.8e12, 141 * GB, 132, 1978.9e12),
     # NVIDIA HGX B200 datasheet, per GPU: 2.25e15 bf16 dense (4.5e15 sparse), 180 GB of HBM3e at
-    # 8e12 B/s; fp32 "about 75e12 to 80e12" depending on the datasheet: we take the lower; 148 SMs.
-    GPU("B200", 2.25e15, 75e12, 8e12, 180 * GB, 148),
+    # 8e12 B/s; fp32 "about 75e12 to 80e12" depending on the datasheet: we take the lower; 148 SMs; fp8
+    # 4.5e15 dense (9e15 sparse).
+    GPU("B200", 2.25e15, 75e12, 8e12, 180 * GB, 148, 4.5e15),
 )
 
 

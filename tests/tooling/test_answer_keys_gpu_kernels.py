@@ -87,6 +87,10 @@ def computed_keys() -> dict[str, float]:
         "T10.c": 1.5 * rows["softmax", "triton", "2048x16384"]["achieved_GB_per_s"] * 1e9 / h100.hbm_bandwidth_bytes_per_sec,
         "T10.d": per_sm, "T10.e": cliff,
         "T10.f": rows["sweep", "triton", f"896x{cliff}x4096"]["time_ms"] / rows["sweep", "triton", f"896x{previous}x4096"]["time_ms"],
+        "T11.a": torch.finfo(torch.float8_e4m3fn).max, "T11.b": torch.finfo(torch.float8_e5m2).max,
+        "T11.c": h100.ridge_point("fp8"),
+        # 2n³ FLOPs over n² + n² fp8 bytes and 2n² bf16 bytes: n / 2 FLOP/byte
+        "T11.d": next(n for n in range(1, 10**5) if 2 * n**3 / (4 * n**2) >= h100.ridge_point("fp8")),
     }
 
 
@@ -165,7 +169,7 @@ def test_each_questions_parts_and_rubric_add_up_to_its_points():
     """The header's points are the numeric parts' plus the rubric's; the rubric's criteria add up to it;
     each numeric part has a tolerance of the fixed format."""
     found = questions()
-    assert list(found) == [f"T{i}" for i in range(1, 11)]
+    assert list(found) == [f"T{i}" for i in range(1, 12)]
     for name, text in found.items():
         total = float(re.match(r"\*\*T\d+\.\*\* \*\((\d+(?:\.\d+)?) points?\)\*", text).group(1))
         parts = re.findall(rf"^- \*\*{name}\.[a-z]\*\* \*\((\d+(?:\.\d+)?) points?, (exact|±\d+(?:\.\d+)?%?)\)\*: ",
@@ -268,6 +272,20 @@ def t9_t10_figures() -> list[str]:
     ]
 
 
+def t11_figures() -> list[str]:
+    """T11's fp8 arithmetic: the formats' largest values from their bits, the ridges, and the bf16 matmul's n."""
+    h100 = gpu("H100")
+    e4m3 = (1 + 6 / 8) * 2.0 ** (15 - 7)  # exponent field 15 (bias 7), mantissa 110: 111 is NaN
+    e5m2 = (1 + 3 / 4) * 2.0 ** (30 - 15)  # exponent field 30 (bias 15): 31 is IEEE's infinities and NaN
+    assert (e4m3, e5m2) == (torch.finfo(torch.float8_e4m3fn).max, torch.finfo(torch.float8_e5m2).max)
+    assert torch.finfo(torch.float8_e5m2).smallest_normal / 4 == 2.0 ** -16  # the smallest subnormal
+    bf16_n = next(n for n in range(1, 10**5) if 2 * n**3 / (6 * n**2) >= h100.ridge_point())
+    return [f"1.75 × 2⁸ = {e4m3:.0f}", f"1.75 × 2¹⁵ = {commas(int(e5m2))}",
+            f"1978.9e12 / 3.35e12 = {h100.ridge_point('fp8'):.1f} FLOP/byte", f"bf16 ridge ({h100.ridge_point():.1f})",
+            f"reaches {h100.ridge_point('fp8'):.1f} at n = {computed_keys()['T11.d']}",
+            f"reaches {h100.ridge_point():.1f} at n = {bf16_n}"]
+
+
 def handout_figures() -> list[str]:
     """The worked examples' figures, formatted as the handout writes them."""
     h100, h200, b200 = gpu("H100"), gpu("H200"), gpu("B200")
@@ -295,7 +313,7 @@ def handout_figures() -> list[str]:
         commas(132 * SHARED_PER_SM), commas(2 * 200 * 300 * 130), commas(2 * m * n * k * 2),
         commas(C.tiles(m, n, 128, 128) * 2 * 128 * k * 2), commas(C.matmul_cost(m, n, k, BF16)[1]),
         f"{(2 * m * n * k * 2 + m * n * 2) / (C.tiles(m, n, 128, 128) * 2 * 128 * k * 2 + m * n * 2):.0f} times less",
-        *l2_figures(), *t1_figures(), *t9_t10_figures(),
+        *l2_figures(), *t1_figures(), *t9_t10_figures(), *t11_figures(),
     ]
 
 

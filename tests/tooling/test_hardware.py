@@ -37,6 +37,18 @@ def test_ridge_points_are_peak_over_bandwidth():
     assert gpu("H100").ridge_point("fp32") == pytest.approx(67e12 / 3.35e12)
 
 
+@pytest.mark.parametrize("name, fp8", [("H100", 1978.9e12), ("H200", 1978.9e12), ("B200", 4.5e15)])
+def test_fp8_doubles_the_bf16_tensor_core_peak_from_hopper_on(name, fp8):
+    device = gpu(name)
+    assert device.peak_flops_per_sec("fp8") == fp8 == pytest.approx(2 * device.bf16_flops_per_sec, rel=1e-3)
+    assert device.ridge_point("fp8") == pytest.approx(2 * device.ridge_point(), rel=1e-3)
+
+
+def test_the_a100_has_no_fp8_peak_and_says_so():
+    with pytest.raises(ValueError, match="A100 SXM 80GB has no fp8 tensor cores"):
+        gpu("A100").peak_flops_per_sec("fp8")
+
+
 @pytest.mark.parametrize("query, name", [("H100", "H100 SXM"), ("h100-sxm", "H100 SXM"), ("a100", "A100 SXM 80GB"),
                                          ("H200 SXM", "H200 SXM"), ("b200", "B200")])
 def test_lookup_ignores_case_and_punctuation_and_accepts_a_prefix(query, name):
@@ -52,5 +64,5 @@ def test_lookup_of_an_unknown_or_ambiguous_name_lists_the_known_gpus(query, prob
 
 
 def test_an_unknown_dtype_is_refused_with_the_known_ones():
-    with pytest.raises(ValueError, match=r"\['bf16', 'fp32'\]"):
-        gpu("H100").peak_flops_per_sec("fp8")
+    with pytest.raises(ValueError, match=r"\['bf16', 'fp32', 'fp8'\]"):
+        gpu("H100").peak_flops_per_sec("fp16")
