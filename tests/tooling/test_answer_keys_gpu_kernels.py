@@ -66,6 +66,7 @@ def computed_keys() -> dict[str, float]:
     sweep = sorted(int(shape.split("x")[1]) for (table, impl, shape) in rows if table == "sweep" and impl == "triton")
     cliff = next(n for n in sweep if C.tiles(896, n, 128, 128) > per_sm * h100.num_sms)
     previous = sweep[sweep.index(cliff) - 1]
+    split_k = max(s for s in range(1, 64) if s * C.tiles(16, 4096, 128, 128) <= h100.num_sms)  # T12: one wave
     return {
         "T1.a": a100.ridge_point(), "T1.b": h100.ridge_point(), "T1.c": h200.ridge_point(), "T1.d": b200.ridge_point(),
         "T1.e": b200.ridge_point() / a100.ridge_point(),
@@ -91,6 +92,8 @@ def computed_keys() -> dict[str, float]:
         "T11.c": h100.ridge_point("fp8"),
         # 2n³ FLOPs over n² + n² fp8 bytes and 2n² bf16 bytes: n / 2 FLOP/byte
         "T11.d": next(n for n in range(1, 10**5) if 2 * n**3 / (4 * n**2) >= h100.ridge_point("fp8")),
+        "T12.a": C.tiles(16, 4096, 128, 128), "T12.b": C.tiles(16, 4096, 128, 128) / h100.num_sms,
+        "T12.c": split_k, "T12.d": 2 * split_k * 16 * 4096 * 4,
     }
 
 
@@ -169,7 +172,7 @@ def test_each_questions_parts_and_rubric_add_up_to_its_points():
     """The header's points are the numeric parts' plus the rubric's; the rubric's criteria add up to it;
     each numeric part has a tolerance of the fixed format."""
     found = questions()
-    assert list(found) == [f"T{i}" for i in range(1, 12)]
+    assert list(found) == [f"T{i}" for i in range(1, 13)]
     for name, text in found.items():
         total = float(re.match(r"\*\*T\d+\.\*\* \*\((\d+(?:\.\d+)?) points?\)\*", text).group(1))
         parts = re.findall(rf"^- \*\*{name}\.[a-z]\*\* \*\((\d+(?:\.\d+)?) points?, (exact|±\d+(?:\.\d+)?%?)\)\*: ",
@@ -286,6 +289,20 @@ def t11_figures() -> list[str]:
             f"reaches {h100.ridge_point():.1f} at n = {bf16_n}"]
 
 
+def t12_figures() -> list[str]:
+    """T12's skinny matmul: its FLOPs, bytes and intensity by the reference's matmul_cost, and the split's waves."""
+    h100, keys = gpu("H100"), computed_keys()
+    flops, bytes_ = C.matmul_cost(16, 4096, 8192, BF16)
+    s = keys["T12.c"]
+    return [f"2 × 16 × 4096 × 8192 = {commas(flops)} FLOPs", f"{commas(16 * 8192 * 2)} bytes of A",
+            f"{commas(8192 * 4096 * 2)} of B and {commas(16 * 4096 * 2)} of C", f"{flops / bytes_:.1f} FLOP/byte",
+            f"{bytes_ / h100.hbm_bandwidth_bytes_per_sec * 1e6:.1f} µs at the full",
+            f"S = {s} makes {s * keys['T12.a']}, one wave ({100 * s * keys['T12.a'] / h100.num_sms:.0f}% of the",
+            f"S = {s + 1} would make {(s + 1) * keys['T12.a']}, two waves",
+            f"walks {8192 // s} of", f"{commas(keys['T12.d'])} bytes, {100 * keys['T12.d'] / (8192 * 4096 * 2):.1f}% of B's",
+            f"makes {C.tiles(4096, 4096, 128, 128)} tiles, {C.tiles(4096, 4096, 128, 128) / h100.num_sms:.1f} waves"]
+
+
 def handout_figures() -> list[str]:
     """The worked examples' figures, formatted as the handout writes them."""
     h100, h200, b200 = gpu("H100"), gpu("H200"), gpu("B200")
@@ -313,7 +330,7 @@ def handout_figures() -> list[str]:
         commas(132 * SHARED_PER_SM), commas(2 * 200 * 300 * 130), commas(2 * m * n * k * 2),
         commas(C.tiles(m, n, 128, 128) * 2 * 128 * k * 2), commas(C.matmul_cost(m, n, k, BF16)[1]),
         f"{(2 * m * n * k * 2 + m * n * 2) / (C.tiles(m, n, 128, 128) * 2 * 128 * k * 2 + m * n * 2):.0f} times less",
-        *l2_figures(), *t1_figures(), *t9_t10_figures(), *t11_figures(),
+        *l2_figures(), *t1_figures(), *t9_t10_figures(), *t11_figures(), *t12_figures(),
     ]
 
 

@@ -229,12 +229,12 @@ def test_make_check_answers_in_the_release_shows_what_the_grader_reads_and_no_ke
     template = check()
     assert template.returncode == 0, template.stdout + template.stderr
     assert "T10.a" in template.stdout and "not answered yet" in template.stdout
-    assert "0 of 37 numbers read, 0 of 9 prose answers written" in template.stdout
+    assert "0 of 41 numbers read, 0 of 10 prose answers written" in template.stdout
     for name in assignments():
         shutil.copyfile(ROOT / "solutions" / name / "answers.md", copy / "assignments" / name / "answers.md")
     model = check("A=gpu_kernels")
     assert model.returncode == 0, model.stdout + model.stderr
-    assert "37 of 37 numbers read, 9 of 9 prose answers written" in model.stdout
+    assert "41 of 41 numbers read, 10 of 10 prose answers written" in model.stdout
     assert "T2.b   reads 270336 (from '270336')" in model.stdout
     answers = copy / "assignments" / "gpu_kernels" / "answers.md"
     text = answers.read_text()

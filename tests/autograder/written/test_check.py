@@ -32,7 +32,7 @@ def test_the_template_reads_as_not_answered_and_passes(release, capsys):
     assert check.main(["--root", str(release)]) == 0
     out = capsys.readouterr().out
     assert "0 of 9 numbers read, 0 of 3 prose answers written" in out  # resource_accounting
-    assert "0 of 37 numbers read, 0 of 9 prose answers written" in out  # gpu_kernels
+    assert "0 of 41 numbers read, 0 of 10 prose answers written" in out  # gpu_kernels
     assert "!" not in out
 
 
