@@ -342,7 +342,8 @@ def test_the_handouts_worked_figures_are_computed(figure):
 def test_the_handouts_registers_are_the_locked_tritons_build(tmp_path):
     """The registers and shared memory T9 and T10 state are what the Triton of the lock files builds for sm_90
     from the reference (the plain and the fused matmul kernel, at the reference's 8 warps and at 4), with no
-    spill. Another Triton builds other figures: the test runs only where the locked version is installed."""
+    spill; and §4's instructions: wgmma and cp.async at those configs, no cp.async (and a third of the shared
+    memory) at 1 stage, Ampere's mma.sync for 32-row tiles. Another Triton builds other figures: the test runs only where the locked version is installed."""
     import json
     import os
     import shutil
@@ -353,15 +354,21 @@ def test_the_handouts_registers_are_the_locked_tritons_build(tmp_path):
     locked = re.search(r"^triton==([\d.]+)", (ROOT / "requirements-instructor.lock").read_text(), re.M).group(1)
     if triton.__version__ != locked:
         pytest.skip(f"the handout states the builds of Triton {locked}; this is {triton.__version__}")
-    shutil.copytree(ROOT / "solutions" / "gpu_kernels", tmp_path / "four" / "gpu_kernels")
-    matmul = tmp_path / "four" / "gpu_kernels" / "matmul.py"
-    eight = "GROUP_M=8, num_warps=8, num_stages=3)"
-    assert matmul.read_text().count(eight) == 1, "the reference's bf16 config is no longer 8 warps, 3 stages"
-    matmul.write_text(matmul.read_text().replace(eight, "GROUP_M=8, num_warps=4, num_stages=3)"))
+    config = "BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3)"
+    # §4's "What the H100 makes of it": the reference's config at 4 warps (T9), at 1 stage, and in 32-row tiles.
+    variants = {"four": config.replace("num_warps=8", "num_warps=4"), "one": config.replace("num_stages=3", "num_stages=1"),
+                "short": config.replace("BLOCK_M=128", "BLOCK_M=32").replace("num_warps=8", "num_warps=4")}
+    trees = {"eight": "solutions"}
+    for name, changed in variants.items():
+        shutil.copytree(ROOT / "solutions" / "gpu_kernels", tmp_path / name / "gpu_kernels")
+        matmul = tmp_path / name / "gpu_kernels" / "matmul.py"
+        assert matmul.read_text().count(config) == 1, f"the reference's bf16 config is no longer {config}"
+        matmul.write_text(matmul.read_text().replace(config, changed))
+        trees[name] = str(tmp_path / name)
     env = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path / "cache")}
     env.pop("TRITON_INTERPRET", None)
     built = {}
-    for name, tree in (("eight", "solutions"), ("four", str(tmp_path / "four"))):
+    for name, tree in trees.items():
         out = tmp_path / f"{name}.json"
         done = subprocess.run([sys.executable, "-m", "kernels.crosscompile", "--quick", "--assignment", "gpu_kernels",
                                "--impl", tree, "--jobs", "1", "--json", str(out)], cwd=ROOT, env=env,
@@ -376,3 +383,11 @@ def test_the_handouts_registers_are_the_locked_tritons_build(tmp_path):
     assert four == [FOUR_WARPS_REGISTERS["plain"], FOUR_WARPS_REGISTERS["fused"]], four
     assert {(b["shared_bytes"], b["threads"]) for b in built["eight"]} == {(PLAIN_MATMUL["shared"],
                                                                              PLAIN_MATMUL["threads"])}
+    cores = {name: {(b["tensor_cores"], b["async_copies"]) for b in builds} for name, builds in built.items()}
+    assert cores == {"eight": {("wgmma", True)}, "four": {("wgmma", True)}, "one": {("wgmma", False)},
+                     "short": {("mma.sync", True)}}, cores
+    one = {b["shared_bytes"] for b in built["one"]}
+    assert one == {PLAIN_MATMUL["shared"] // 3}, one
+    for figure in (f"takes {PLAIN_MATMUL['shared'] // 3 // 1024} KiB of shared memory at 1 stage (no `cp.async`)",
+                   f"at 2 and {PLAIN_MATMUL['shared'] // 1024} KiB"):
+        assert figure in HANDOUT, f"the handout should say {figure!r}"
