@@ -53,12 +53,13 @@ def require_triton() -> None:
 def gelu_tanh(x):
     """GeLU, tanh approximation, in x's (fp32) precision: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x³))).
 
-    tanh is written out, as sign(a) (1 - e) / (1 + e) with e = exp(-2|a|): Triton has no portable tanh
-    (libdevice's is GPU-only), and e is at most 1, so nothing overflows however large |a| is.
+    tanh is written out with tl.exp (Triton has no portable tanh: libdevice's is GPU-only), in a form that
+    cannot overflow however large |x| is (handout §2).
 
     Handout: §2 GeLU, an elementwise kernel
     """
     ### BEGIN SOLUTION
+    # sign(a) (1 - e) / (1 + e) with e = exp(-2|a|): e is at most 1, so nothing overflows.
     a = 0.7978845608028654 * (x + 0.044715 * x * x * x)  # sqrt(2/pi) (x + 0.044715 x³)
     e = tl.exp(-2.0 * tl.abs(a))
     tanh = tl.where(a < 0, -1.0, 1.0) * (1.0 - e) / (1.0 + e)
