@@ -5,7 +5,7 @@ keeps every exp at most 1, so nothing overflows (exp(89) is already inf in float
 
 A row that fits in one block (BLOCK >= n_cols) is loaded once, reduced, and stored once. A longer
 row is walked twice, block by block: the first pass keeps a running maximum m and a running sum l
-of exp(x - m), rescaling l by exp(m_old - m_new) whenever the maximum grows (the online softmax);
+of exp(x - m), kept against the current maximum when a block raises it (the online softmax, §3);
 the second pass writes exp(x - m) / l. So x is read once per pass and the output written once:
 two reads of x instead of the three of max, sum and write passes, and nothing but two numbers per
 row kept between the passes.
