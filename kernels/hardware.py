@@ -91,7 +91,8 @@ ARCHITECTURE_GPUS = {"sm_80": "A100", "sm_90": "H100, H200", "sm_100": "B200"}
 # Ampere's warp-level mma.sync; Hopper's wgmma.mma_async, issued by a warpgroup of 4 warps on 64 rows at a
 # time, asynchronous, its operands in shared memory; Blackwell's tcgen05.mma, its accumulator in tensor memory.
 # A newer GPU still runs the older instruction (a Hopper runs mma.sync), at a fraction of its rate: Triton
-# 3.7.1 falls back to mma.sync on sm_90 when a tile has fewer than 64 rows or num_warps is not a multiple of 4.
+# 3.7.1 falls back to mma.sync on sm_90 when a tile has fewer than 64 rows or num_warps is not a multiple of 4,
+# and on sm_100 for tiles of 32 rows (its builds, read by kernels.crosscompile).
 TENSOR_CORE_INSTRUCTION = {"sm_80": "mma.sync", "sm_90": "wgmma", "sm_100": "tcgen05"}
 # Launch limits, the same for 8.0, 9.0 and 10.0 (same table): at most 1024 threads per block and 64K
 # 32-bit registers per block (and per SM). A kernel built for more threads (num_warps=64 asks for 2048)

@@ -41,4 +41,5 @@ from kernels.crosscompile.request import BUILD_CPU_SECONDS, answer_request, run_
 __all__ = ["DEFAULT_OPTIONS", "DTYPES", "GPU_KERNELS_CALLS", "ROOT", "TARGETS", "TENSOR_CORE_OPS", "Build",
            "BuildResult", "answer_request", "build", "build_problems", "builds_for", "explain", "gpu_launches",
            "interpreted", "jit_function", "matrix", "narrow_load_problems", "pipeline_problems", "print_table",
-           "report_problems", "require_compiler", "run_builds", "run_request", "run_requests", "unique_launches", "BUILD_CPU_SECONDS"]
+           "report_problems", "require_compiler", "run_builds", "run_request", "run_requests", "unique_launches",
+           "BUILD_CPU_SECONDS"]

@@ -183,14 +183,15 @@ def print_table(results: list, every_build: bool) -> None:
     table = Table(title="Triton kernels built for GPUs (no GPU needed): per kernel and target, over dtypes, "
                         "head dims and configs")
     for column in ("kernel", "target", "builds", "ok", "max shared KiB by stages", "limit", "tensor cores",
-                   "max regs", "max stack B", "max s"):
+                   "cp.async", "max regs", "max stack B", "max s"):
         table.add_column(column, justify="left" if column == "kernel" else "right")
     for (kernel, target), rs in groups.items():
         built = [r for r in rs if r.ok]
         cores = sorted({r.tensor_cores for r in built if r.dots}) or (["NONE"] if any(r.dots for r in rs) else ["-"])
         table.add_row(kernel, target, str(len(rs)), str(sum(not r.problems() for r in rs)),
                       shared_by_stages(built), str(rs[0].shared_limit // 1024),
-                      ",".join(c or "NONE" for c in cores), _num(max((r.registers or 0 for r in built), default=None)),
+                      ",".join(c or "NONE" for c in cores), async_copies([r for r in built if r.dots]),
+                      _num(max((r.registers or 0 for r in built), default=None)),
                       _num(max((r.spill_bytes or 0 for r in built), default=None)),
                       f"{max(r.seconds for r in rs):.1f}")
     console.print(table)
@@ -198,6 +199,15 @@ def print_table(results: list, every_build: bool) -> None:
         if r.problems():
             print(f"{r.kernel} ({r.label}, {r.target}, {r.num_warps} warps, {r.num_stages} stages): "
                   + "; ".join(r.problems()))
+
+
+def async_copies(dotted: list) -> str:
+    """Whether the builds with a tl.dot copy their tiles by cp.async (pipelined): "yes" for all, "no" for none,
+    "some" (a kernel pipelined at some configs only), "-" where no build has a dot."""
+    if not dotted:
+        return "-"
+    copied = sum(bool(r.async_copies) for r in dotted)
+    return "yes" if copied == len(dotted) else "no" if not copied else "some"
 
 
 def shared_by_stages(results: list) -> str:

@@ -299,7 +299,8 @@ def t12_figures() -> list[str]:
             f"{bytes_ / h100.hbm_bandwidth_bytes_per_sec * 1e6:.1f} µs at the full",
             f"S = {s} makes {s * keys['T12.a']}, one wave ({100 * s * keys['T12.a'] / h100.num_sms:.0f}% of the",
             f"S = {s + 1} would make {(s + 1) * keys['T12.a']}, two waves",
-            f"walks {8192 // s} of", f"{commas(keys['T12.d'])} bytes, {100 * keys['T12.d'] / (8192 * 4096 * 2):.1f}% of B's",
+            f"walks {8192 // s} of",
+            f"{commas(keys['T12.d'])} bytes, {100 * keys['T12.d'] / (8192 * 4096 * 2):.1f}% of B's",
             f"makes {C.tiles(4096, 4096, 128, 128)} tiles, {C.tiles(4096, 4096, 128, 128) / h100.num_sms:.1f} waves"]
 
 
@@ -343,7 +344,8 @@ def test_the_handouts_registers_are_the_locked_tritons_build(tmp_path):
     """The registers and shared memory T9 and T10 state are what the Triton of the lock files builds for sm_90
     from the reference (the plain and the fused matmul kernel, at the reference's 8 warps and at 4), with no
     spill; and §4's instructions: wgmma and cp.async at those configs, no cp.async (and a third of the shared
-    memory) at 1 stage, Ampere's mma.sync for 32-row tiles. Another Triton builds other figures: the test runs only where the locked version is installed."""
+    memory) at 1 stage, Ampere's mma.sync for 32-row tiles. Another Triton builds other figures: the test runs
+    only where the locked version is installed."""
     import json
     import os
     import shutil
@@ -356,7 +358,8 @@ def test_the_handouts_registers_are_the_locked_tritons_build(tmp_path):
         pytest.skip(f"the handout states the builds of Triton {locked}; this is {triton.__version__}")
     config = "BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3)"
     # §4's "What the H100 makes of it": the reference's config at 4 warps (T9), at 1 stage, and in 32-row tiles.
-    variants = {"four": config.replace("num_warps=8", "num_warps=4"), "one": config.replace("num_stages=3", "num_stages=1"),
+    variants = {"four": config.replace("num_warps=8", "num_warps=4"),
+                "one": config.replace("num_stages=3", "num_stages=1"),
                 "short": config.replace("BLOCK_M=128", "BLOCK_M=32").replace("num_warps=8", "num_warps=4")}
     trees = {"eight": "solutions"}
     for name, changed in variants.items():

@@ -163,6 +163,18 @@ def test_hoppers_own_instructions_are_read_from_the_ptx_of_each_build():
         "tl.dot. STAGES"], problems
 
 
+def test_the_kernel_table_says_whether_its_dotted_builds_copy_by_cp_async():
+    """`make gpu-compile`'s row per kernel: "yes" when every build with a dot has cp.async, "no" when none has,
+    "some" when some configs are pipelined and others not, "-" for a kernel without a dot."""
+    from types import SimpleNamespace
+
+    from kernels.crosscompile.report import async_copies
+
+    piped, plain = SimpleNamespace(async_copies=True), SimpleNamespace(async_copies=False)
+    assert [async_copies(builds) for builds in ([piped, piped], [plain], [piped, plain], [])] == [
+        "yes", "no", "some", "-"]
+
+
 def test_the_pipeline_check_judges_a_report_from_plain_data():
     """A worker's report is untrusted data: an error, no builds, another target, a build that did not compile,
     a dot on another generation's instruction or none, cp.async missing or not a plain True, and a report

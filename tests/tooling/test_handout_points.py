@@ -95,7 +95,8 @@ def figures() -> list[tuple[str, str]]:
         (gk, f"reads the GeLU's build ({loads['bf16']:g} points in bf16, {loads['fp16']:g} in fp16, "
              f"{sum(loads.values()):g} in all)" if set(loads) == {"bf16", "fp16"}
          else "the GeLU's load check is no longer one case per build dtype"),
-        (gk, f"still a stub loses the matmul's build points ({total([t for t in build if '::test_matmul' in t.nodeid])})"),
+        (gk, "still a stub loses the matmul's build points "
+             f"({total([t for t in build if '::test_matmul' in t.nodeid])})"),
         (gk, f"Hidden, edge, {order[0].points:g} points per kernel" if {t.points for t in order} == {order[0].points}
          else "the program-order cases no longer have equal points"),
         (gk, f"Public total for §5 to §7: {total(rows['counting and measuring, §5 to §7'][0])} points, "

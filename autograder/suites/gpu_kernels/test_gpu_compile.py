@@ -31,7 +31,7 @@ import torch
 from autograder.suites.gpu_kernels import scenarios
 from kernels.crosscompile import TARGETS, narrow_load_problems, pipeline_problems, report_problems
 from kernels.device import default_device
-from kernels.hardware import ARCHITECTURE_GPUS, SHARED_MEMORY_PER_BLOCK
+from kernels.hardware import ARCHITECTURE_GPUS, SHARED_MEMORY_PER_BLOCK, TENSOR_CORE_INSTRUCTION
 
 pytestmark = [pytest.mark.visibility("hidden"), pytest.mark.triton]
 
@@ -189,9 +189,11 @@ def test_matmul_uses_the_course_gpus_own_tensor_cores_and_a_pipeline(student, tr
     call = build_call("matmul", dtype)
     answer = student.run(scenarios.gpu_builds, **call)
     where = f"matmul in {dtype} on {call['target']} ({ARCHITECTURE_GPUS[call['target']]})"
-    problems = pipeline_problems(answer, where, call["target"],
-                                 "On sm_90 Triton emits wgmma for BLOCK_M >= 64 at a num_warps that is a multiple of "
-                                 "4 (handout §4)",
+    own = TENSOR_CORE_INSTRUCTION[call["target"]]
+    cores = ("Give tl.dot bf16/fp16 tiles (handout §4)" if own == "mma.sync" else
+             f"On {call['target']} Triton emits {own} for BLOCK_M >= 64 at a num_warps that is a multiple of 4 "
+             "(handout §4)")
+    problems = pipeline_problems(answer, where, call["target"], cores,
                                  "Pipeline the K loop: num_stages >= 2 in your _gpu_config (handout §4)")
     assert not problems, "\n".join(problems)
 
