@@ -274,6 +274,7 @@ def test_the_gpu_tests_run_on_the_cpu_at_tiny_sizes(monkeypatch):
 
     monkeypatch.setattr(hidden, "GPU", "cpu")
     monkeypatch.setattr(hidden, "GPU_SIZES", (16, 40))
+    monkeypatch.setattr(hidden, "GELU_GPU_SIZES", (16, 40))
     monkeypatch.setattr(hidden, "SPEED", {"gelu": dict(shapes=[[300]], iterations=2),
                                           "matmul": dict(shapes=[[40, 24], [24, 33]], iterations=2),
                                           "epilogue": dict(shapes=[[40, 24], [24, 33], [33]], iterations=2)})
