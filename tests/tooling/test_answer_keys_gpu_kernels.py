@@ -210,13 +210,15 @@ def l2_figures() -> list[str]:
     """§4's L2 example at 4096³ in 128 x 128 tiles (32 x 32): what a wave of one and of two programs per SM touches,
     in 1 MiB panels, in row-major order and grouped."""
     sms = gpu("H100").num_sms
-    one, two = sms, programs_per_sm(**PLAIN_MATMUL) * sms
+    one, two = sms, 2 * sms  # the example's kernel of two programs per SM, as the reference's plain one (T10.d)
+    assert programs_per_sm(**PLAIN_MATMUL) == 2
     a, b = panels(one, 32, 32, None)
     figures = [f"a wave of {one}", f"rows 0 to {a - 1} of tiles: {a} panels of A and all {b} of B, {a + b} MiB"]
     a, b = panels(one, 32, 32, 8)
     figures.append(f"{a} rows by {b} columns: {a} + {b} = {a + b} MiB")
     a, b = panels(two, 32, 32, None)
-    figures += [f"so {two} run at once", f"rows 0 to {a - 1}: {a} panels of A and all {b} of B, {a + b} MiB"]
+    figures += [f"two programs on an SM runs {two} at once",
+                f"rows 0 to {a - 1}: {a} panels of A and all {b} of B, {a + b} MiB"]
     a, b = panels(two, 32, 32, 8)
     assert a + b > sum(panels(two, 32, 32, None)), "the handout says GROUP_M = 8 touches more than row-major"
     figures.append(f"{a} + {b} = {a + b} MiB, more than row-major")
