@@ -7,7 +7,9 @@ fp32) compiles, but without tensor cores, and loses the matmul's compile points 
 
 The matmul's tiles, warps and stages on a GPU are the student's (`_gpu_config`, handout §4), built as a GPU
 launch would run them: the stub (not written yet) loses exactly the matmul's compile points and says so,
-stages that overflow shared memory lose them naming the overflow, and another sound choice keeps them.
+stages that overflow shared memory lose them naming the overflow, and another sound choice keeps them. A config
+that builds and fits but not for the H100's own instructions (32-row tiles or 2 warps give Ampere's mma.sync, one
+stage gives no cp.async) loses exactly the points of the check that reads wgmma and cp.async, naming what it found.
 
 GeLU's build is read for its loads too (each global load of the PTX 128 bits per thread): a strided GeLU and a
 BLOCK that gives each thread under 16 bytes at its own num_warps, both right on a CPU, lose exactly the load
