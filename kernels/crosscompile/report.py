@@ -41,6 +41,24 @@ def report_problems(answer, where: str, target: str, shared_limit: int, tensor_c
     return found
 
 
+def _read_builds(answer, where: str, target: str, unread: str) -> list[tuple[dict | None, str, str]]:
+    """The builds of a worker's build report (plain data, as report_problems reads it), in order, as (build, " at
+    CONFIG", problem): a build that compiled for `target` has no problem and is read by the caller; a report that is
+    not one, a build for another target and a build that did not compile ("..., so `unread`") are problems, each
+    prefixed by `where`."""
+    if not isinstance(answer, dict) or not isinstance(answer.get("builds"), list) or not answer["builds"]:
+        error = answer.get("error") if isinstance(answer, dict) else None
+        return [(None, "", f"{where}: {error or 'the build report has no builds'}")]
+    read = []
+    for b in answer["builds"]:
+        if not isinstance(b, dict) or b.get("target") != target:
+            read.append((None, "", f"{where}: a build for another target was reported"))
+            continue
+        at = f" at {b['config']}" if b.get("config") else ""
+        read.append((b, at, "" if b.get("ok") else f"{b.get('kernel')} ({where}): does not compile{at}, so {unread}"))
+    return read
+
+
 def narrow_load_problems(answer, where: str, target: str, hint: str) -> list[str]:
     """Each build in a worker's build report (plain data, as report_problems reads it) whose PTX has a global
     load of fewer than 128 bits per thread (kernels.crosscompile.loads), or no global load at all, with `hint`
@@ -48,19 +66,13 @@ def narrow_load_problems(answer, where: str, target: str, hint: str) -> list[str
     by `where`."""
     from kernels.crosscompile.loads import VECTOR_BITS
 
-    if not isinstance(answer, dict) or not isinstance(answer.get("builds"), list) or not answer["builds"]:
-        error = answer.get("error") if isinstance(answer, dict) else None
-        return [f"{where}: {error or 'the build report has no builds'}"]
     found = []
-    for b in answer["builds"]:
-        if not isinstance(b, dict) or b.get("target") != target:
-            found.append(f"{where}: a build for another target was reported")
+    for b, at, problem in _read_builds(answer, where, target, "it has no loads to read"):
+        if problem:
+            found.append(problem)
             continue
-        at = f" at {b['config']}" if b.get("config") else ""
         loads = b.get("load_bits")
-        if not b.get("ok"):
-            found.append(f"{b.get('kernel')} ({where}): does not compile{at}, so it has no loads to read")
-        elif not isinstance(loads, list) or not all(type(n) is int for n in loads):
+        if not isinstance(loads, list) or not all(type(n) is int for n in loads):
             found.append(f"{b.get('kernel')} ({where}): no load widths reported")
         elif not loads:
             found.append(f"{b.get('kernel')} ({where}): no global load in its PTX{at}")
@@ -81,18 +93,11 @@ def pipeline_problems(answer, where: str, target: str, hint_cores: str, hint_sta
     problem too, each prefixed by `where`."""
     from kernels.hardware import TENSOR_CORE_INSTRUCTION
 
-    if not isinstance(answer, dict) or not isinstance(answer.get("builds"), list) or not answer["builds"]:
-        error = answer.get("error") if isinstance(answer, dict) else None
-        return [f"{where}: {error or 'the build report has no builds'}"]
     own = TENSOR_CORE_INSTRUCTION[target]
     found, dotted = [], 0
-    for b in answer["builds"]:
-        if not isinstance(b, dict) or b.get("target") != target:
-            found.append(f"{where}: a build for another target was reported")
-            continue
-        at = f" at {b['config']}" if b.get("config") else ""
-        if not b.get("ok"):
-            found.append(f"{b.get('kernel')} ({where}): does not compile{at}, so its instructions cannot be read")
+    for b, at, problem in _read_builds(answer, where, target, "its instructions cannot be read"):
+        if problem:
+            found.append(problem)
             continue
         if not b.get("dots"):
             continue
