@@ -79,7 +79,9 @@ def _split(names: Iterable[str], prefix: str) -> list[str]:
 def _host_table(rule: triton_rules.TritonRules) -> list[str]:
     others = [n for n in rule.host_names if n not in flow.TENSOR_MAKERS]
     views = [a for a in rule.attributes if a in flow.VIEWS]
-    metadata = [a for a in rule.attributes if a in flow.METADATA and not a.startswith("__")]
+    # data_ptr is metadata to the flow analysis, but a rule forbids it (HIDDEN_ATTRIBUTES): not listed as allowed.
+    metadata = [a for a in rule.attributes
+                if a in flow.METADATA and not a.startswith("__") and a not in triton_rules.HIDDEN_ATTRIBUTES]
     plain = [a for a in rule.attributes if a not in flow.VIEWS + flow.METADATA]
     return [
         "| host code may use | |",

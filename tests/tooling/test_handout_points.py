@@ -124,7 +124,8 @@ def figures() -> list[tuple[str, str]]:
              f"({total(of(fa, public=False, named='forward_kernels_build'))} for the forward, "
              f"{total(of(fa, public=False, named='backward_kernels_build'))} for the backward)"),
         (fa, f"Hidden, edge, {fa_order[0].points:g} points for the forward and {fa_order[1].points:g} for the backward"),
-        (fa, f"({total(of(fa, public=False, named='triton_causal_backward_skips'))} points, hidden)"),
+        (fa, f"(hidden: {total(of(fa, public=False, named='triton_causal_forward_skips'))} points for the forward's "
+             f"count and {total(of(fa, public=False, named='triton_causal_backward_skips'))} for the backward's)"),
         (fa, ", ".join(f"{q.id} {q.points:g}" + (" points" if i == 0 else "") for i, q in enumerate(questions))
          + f", {written(fa)[0]} points in all"),
     ]

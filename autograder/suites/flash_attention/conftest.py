@@ -1,8 +1,8 @@
 """The trusted side of the hidden flash_attention suite: random draws, float64 expectations, timing.
 
 Shapes, tiles and seeds are drawn from the run's seed (the `seed` fixture, fixed with --seed), one
-random.Random per test. Expected values are the public suite's float64 naive attention and float64
-autograd (tests/flash_attention/conftest.py), with the handout's tolerances (§A.6). Times are taken
+random.Random per test. Expected values are PyTorch's own attention and its autograd in float64, through the
+public suite's helpers (tests/flash_attention/conftest.py), with the handout's tolerances (§A.6). Times are taken
 here, with this process's clock, around whole calls into the worker.
 """
 

@@ -317,7 +317,9 @@ def test_is_compute_bound_compares_with_the_ridge_at_random_figures(flops, explo
 
 # --- training compute ------------------------------------------------------------------------------------
 
-count = st.one_of(st.integers(1, 10**13), st.floats(1e6, 1e14).map(float))
+# Parameter and token counts: ints, or floats holding a whole number (`70e9`), as the handout's conventions
+# promise counts; a solution may check them as counts (the stubs' _count) or as numbers.
+count = st.one_of(st.integers(1, 10**13), st.floats(1e6, 1e14).map(lambda x: float(math.floor(x))))
 
 
 @pytest.mark.points(1)

@@ -87,7 +87,8 @@ def attainable_flops_per_sec(intensity, peak, bandwidth) -> float:
 
 
 def training_flops(num_parameters, num_tokens) -> float:
-    return 2.0 * _positive("num_parameters", num_parameters, True) * 3.0 * _positive("num_tokens", num_tokens, True)
+    # Parameters and tokens checked as counts (whole numbers), as the handout's conventions call them.
+    return 2.0 * _whole("num_parameters", num_parameters) * 3.0 * _whole("num_tokens", num_tokens)
 
 
 def training_days(num_parameters, num_tokens, num_gpus, peak_flops_per_gpu, mfu) -> float:
