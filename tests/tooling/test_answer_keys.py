@@ -70,8 +70,10 @@ print(json.dumps({
     "q6.1 read us": 8192**2 * 2 / bw * 1e6, "q6.1 prefill us": F.matmul_flops(4096, 8192, 8192) / peak * 1e6,
     "q9.1 units": (2 * N.forward_flops(1, 1, 1) + N.backward_flops(1, 1, 1)) / 1,
     "q9.1 percent": 100 * N.forward_flops(1, 1, 1) / (N.forward_flops(1, 1, 1) + N.backward_flops(1, 1, 1)),
-    "bf16 exponent": M.float_format(torch.bfloat16).exponent_bits,
-    "fp16 exponent": M.float_format(torch.float16).exponent_bits,
+    # n with 2⁻ⁿ the smallest normal number: 1 − bias = 2 − 2^(e − 1) for e exponent bits, and torch's own tiny.
+    "bf16 exponent": 2 ** (M.float_format(torch.bfloat16).exponent_bits - 1) - 2,
+    "fp16 exponent": 2 ** (M.float_format(torch.float16).exponent_bits - 1) - 2,
+    "bf16 tiny": -math.log2(torch.finfo(torch.bfloat16).tiny), "fp16 tiny": -math.log2(torch.finfo(torch.float16).tiny),
 }))
 """
 
@@ -142,6 +144,11 @@ def test_the_handout_states_the_computed_key(keys, handout, key, written):
 def test_recomputing_in_w2_costs_a_tenth_of_the_traffic_it_saves(keys):
     """W2's model answer: the extra matmul is cheap next to writing and reading P, whatever bound attention is under."""
     assert keys["w2 recompute ms"] < keys["w2 traffic ms"] / 5
+
+
+def test_q10_1s_smallest_normals_are_torchs_own(keys):
+    """Q10.1.a and .b: the n of 2⁻ⁿ from the exponent bits (1 − bias) is what torch.finfo(dtype).tiny holds."""
+    assert (keys["bf16 exponent"], keys["fp16 exponent"]) == (keys["bf16 tiny"], keys["fp16 tiny"]) == (126, 14)
 
 
 def test_the_first_batches_that_reach_the_ridges_are_rounded_up(keys):
