@@ -404,3 +404,21 @@ def test_a_students_tree_builds_what_is_written_and_names_the_stubs(tmp_path):
     skipped = [line for line in done.stdout.splitlines() if line.startswith("not built, not implemented yet")]
     assert [line.split(": ", 1)[1].split(" (")[0] for line in skipped] == ["gpu_kernels softmax", "gpu_kernels matmul"]
     assert "FlashAttention" not in done.stdout and "_add_kernel" not in done.stdout
+
+
+def test_a_students_32_bit_offsets_are_named_as_the_grader_fails_them(tmp_path):
+    """`make gpu-compile A=gpu_kernels` shows what the hidden build check fails: a softmax that multiplies the
+    program id, still int32, by a stride is named with its file and line, and the run exits 1."""
+    import shutil
+
+    tree = tmp_path / "tree"
+    shutil.copytree(ROOT / "assignments", tree)
+    text = (ROOT / "solutions" / "gpu_kernels" / "softmax.py").read_text()
+    assert text.count("tl.program_id(0).to(tl.int64)") == 1, "the reference's softmax changed: update the edit"
+    (tree / "gpu_kernels" / "softmax.py").write_text(text.replace("tl.program_id(0).to(tl.int64)", "tl.program_id(0)"))
+    done = subprocess.run([sys.executable, "-m", "kernels.crosscompile", "--impl", str(tree), "--quick",
+                           "--assignment", "gpu_kernels"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    named = [line for line in done.stdout.splitlines() if "32-bit pointer offsets" in line]
+    assert named and all(line.startswith("_softmax_kernel") and "softmax.py:" in line for line in named), done.stdout
+    assert "with problems" in done.stdout and "0 with problems" not in done.stdout
