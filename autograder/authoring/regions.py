@@ -125,7 +125,11 @@ def host_code(package: str, path: str) -> list[str]:
         "",
         f"No module of the package may use {_code(triton_rules.PATCHERS)}, `setattr`, `delattr`, `globals`, "
         "`vars` or `__import__`, assign into another module of the package, or name a Triton task's module in a "
-        "string outside its docstrings; nor run code this check cannot read or reach a tensor's memory around "
+        "string outside its docstrings; nor assign or delete an attribute of anything but a method's first "
+        "argument (`self`, an autograd Function's `ctx`), one of the package's own classes or an object its "
+        "function made from one (`triton.compile = f`, `torch.cuda.is_available = f` or `tl.dot = f` would "
+        "change what the grader's process runs), and never a dunder or "
+        f"{_code(triton_rules.TENSOR_STATE)}; nor run code this check cannot read or reach a tensor's memory around "
         f"torch: {_code(triton_rules.HIDDEN_CODE)}, {_code(triton_rules.HIDDEN_NAMES)} and the attributes "
         f"{_code(triton_rules.HIDDEN_ATTRIBUTES)}. Under the interpreter the grader also keeps every store of "
         "your kernels: a Triton task's result counts only where each of its elements holds what a store of your "

@@ -110,6 +110,8 @@ HIDDEN_NAMES = ("ctypes", "ctypes.*", "mmap", "mmap.*", "marshal", "marshal.*", 
                 "numpy.lib.stride_tricks.*")
 HIDDEN_ATTRIBUTES = ("numpy", "data_ptr", "__array__", "__array_interface__", "__cuda_array_interface__",
                      "__dlpack__", "__code__", "__globals__", "__builtins__", "__closure__")
+# Attributes whose assignment changes a tensor's storage, gradient or type, whatever object holds them.
+TENSOR_STATE = ("data", "grad", "requires_grad", "grad_fn", "storage", "untyped_storage", "set_")
 IMPORTS = ("torch", "triton", "triton.language", "math", "typing", "__future__", "dataclasses", "functools",
            "warnings", "os", "kernels", "kernels.device")
 
@@ -228,6 +230,8 @@ class _Analysis(FlowAnalysis):
                 dotted = ".".join([module.aliases[chain[0]], *chain[1]]) if chain and chain[0] in module.aliases else ""
                 if not isinstance(node.ctx, ast.Load) and dotted.rpartition(".")[0] in self.modules:
                     why = f"changes `{dotted}`, a module of the package"
+                elif not isinstance(node.ctx, ast.Load):
+                    why = self._foreign_store(node, chain, dotted)
                 elif dotted and _matches(dotted, PATCHERS) and not isinstance(_parent(node), ast.Attribute):
                     why = f"uses `{dotted}`"
                 elif dotted and _hidden(dotted) and not isinstance(_parent(node), ast.Attribute):
@@ -250,6 +254,40 @@ class _Analysis(FlowAnalysis):
                     f"another while the tests run: the Triton tasks must run their own code; see the handout "
                     f"{self.rule.section})")
                 self.ranks[(module.file, node.lineno)] = 0
+
+    def _foreign_store(self, node: ast.Attribute, chain, dotted: str) -> str:
+        """Why assigning (or deleting) `node`, an attribute, changes what is not the code's own, or "": the
+        worker imports torch, Triton and the grader's modules in the same process, so `triton.compile = f`,
+        `torch.Tensor.__add__ = f` or `tl.dot = f` would change what the grader runs and observes there. Host
+        code may set attributes of a method's first argument (`self`, an autograd Function's `ctx`) and of the
+        objects a function makes from the package's own classes, never their dunders nor a tensor's data."""
+        text = ast.unparse(node)
+        packages = {name.partition(".")[0] for name in self.modules}
+        if dotted and dotted.partition(".")[0] not in packages:
+            return f"changes `{dotted}`, which the grader's process shares"
+        if chain is None:
+            return f"changes an attribute of `{ast.unparse(node.value)}`, not a name of its own function"
+        root, attrs = chain
+        if any(a.startswith("__") and a.endswith("__") for a in attrs) or attrs[-1] in TENSOR_STATE:
+            return f"changes `{text}`, an object's type, its dunders or a tensor's state"
+        classes = {n.name for m in self.modules.values() for n in m.tree.body if isinstance(n, ast.ClassDef)}
+        if dotted or root in classes:
+            return ""  # the package's own classes and objects: the flow analysis follows what they hold
+        function = _parent(node)
+        while function is not None and not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            function = _parent(function)
+        if function is None:
+            return f"changes `{text}` at import, not an argument of a function"
+        first = [*function.args.posonlyargs, *function.args.args][:1]
+        if isinstance(_parent(function), ast.ClassDef) and first and root == first[0].arg:
+            return ""  # self, cls, an autograd Function's ctx
+        made = [n for n in ast.walk(function) if isinstance(n, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == root for t in n.targets)]
+        if made and all(isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Name)
+                        and n.value.func.id in classes for n in made):
+            return ""
+        return f"changes an attribute of `{root}`, which is neither the first argument of a method (self, ctx) " \
+               "nor made in its function from one of the package's classes"
 
     # -- the rules
 

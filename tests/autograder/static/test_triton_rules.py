@@ -380,3 +380,59 @@ def test_an_init_that_reexports_the_modules_breaks_no_rule(tmp_path):
     init = ("from . import analysis, flash_pytorch, flash_triton, reference\n"
             "from .flash_triton import FlashAttentionTriton\n")
     assert findings(tree_with(tmp_path, {"__init__.py": init})) == []
+
+
+# ---- Stores into what the grader's process shares ---------------------------------------------------------
+# The worker imports torch, Triton and the grader's modules beside the submission: an attribute assigned there
+# (`triton.compile = fake`) would change what the grader builds and observes in that process.
+
+FOREIGN_STORES = {
+    "a module's function, at import": ("", "import triton\ntriton.compile = None\n"),
+    "a nested module, at import": ("", "import torch\ntorch.cuda.is_available = lambda: True\n"),
+    "deleted": ("", "import triton\ndel triton.compile\n"),
+    "in a tuple target": ("", "import triton\n(triton.compile, _x) = (None, 1)\n"),
+    "a for target": ("", "import triton\nfor triton.compile in [None]:\n    pass\n"),
+    "triton.language's dot, in host code": ("    tl.dot = None\n", ""),
+    "a tensor's operator": ("    torch.Tensor.__add__ = None\n", ""),
+    "through a local alias": ("    cuda = torch.cuda\n    cuda.is_available = None\n", ""),
+    "a dunder through an alias": ("    t = torch.Tensor\n    t.__add__ = None\n", ""),
+    "an input's data": ("    x.data = x\n", ""),
+    "a helper's argument": ("", "def _set(m):\n    m.is_available = None\n"),
+    "an expression": ("    [torch.cuda][0].is_available = None\n", ""),
+}
+OWN_STORES = {
+    "an autograd Function's ctx": ("", "class _Fn(torch.autograd.Function):\n    @staticmethod\n"
+                                       "    def forward(ctx, x):\n        ctx.note = 1\n        return x\n"),
+    "an object of the package's own class": ("    box = _Box()\n    box.block = 16\n",
+                                              "class _Box:\n    def __init__(self):\n        self.block = 0\n"),
+}
+
+
+def gpu_kernels_tree(tmp_path: Path, in_function: str, at_end: str) -> Path:
+    """solutions' gpu_kernels with `in_function` at the start of softmax_triton's body, `at_end` appended."""
+    tree = tmp_path / "gpu_kernels"
+    shutil.copytree(ROOT / "solutions" / "gpu_kernels", tree, ignore=shutil.ignore_patterns("__pycache__"))
+    path = tree / "softmax.py"
+    text = path.read_text()
+    start = text.index("def softmax_triton(")
+    body = text.index('"""', text.index('"""', start) + 3) + 3
+    path.write_text(text[:body] + "\n" + in_function + text[body:] + "\n\n" + at_end)
+    return tree
+
+
+def kernel_findings(tree: Path) -> list:
+    from autograder.suites.gpu_kernels.rules import TRITON_RULES as KERNEL_RULES
+
+    return scan(tree, "gpu_kernels", KERNEL_RULES)
+
+
+@pytest.mark.parametrize("name", list(FOREIGN_STORES))
+def test_an_attribute_stored_into_what_the_grader_shares_is_refused(tmp_path, name):
+    found = kernel_findings(gpu_kernels_tree(tmp_path, *FOREIGN_STORES[name]))
+    assert found and all(v.file == "softmax.py" for v in found), [v.message for v in found]
+    assert any("changes" in v.message and "softmax.py line" in v.message for v in found), [v.message for v in found]
+
+
+@pytest.mark.parametrize("name", list(OWN_STORES))
+def test_attributes_of_the_codes_own_objects_may_be_set(tmp_path, name):
+    assert kernel_findings(gpu_kernels_tree(tmp_path, *OWN_STORES[name])) == []
