@@ -270,7 +270,7 @@ class _Analysis(FlowAnalysis):
         root, attrs = chain
         if any(a.startswith("__") and a.endswith("__") for a in attrs) or attrs[-1] in TENSOR_STATE:
             return f"changes `{text}`, an object's type, its dunders or a tensor's state"
-        classes = {n.name for m in self.modules.values() for n in m.tree.body if isinstance(n, ast.ClassDef)}
+        classes = self._own_classes()
         if dotted or root in classes:
             return ""  # the package's own classes and objects: the flow analysis follows what they hold
         function = _parent(node)
@@ -278,16 +278,42 @@ class _Analysis(FlowAnalysis):
             function = _parent(function)
         if function is None:
             return f"changes `{text}` at import, not an argument of a function"
+        # Every binding of the name in the function (assignments, loops, `with`, `:=`, parameters of nested
+        # functions, global and nonlocal): a name bound once from one of the package's classes, or a method's
+        # first argument never bound again, is the code's own object; any other binding may be anything.
+        bound = [n for n in ast.walk(function) if (isinstance(n, ast.Name) and n.id == root and not isinstance(
+            n.ctx, ast.Load)) or (isinstance(n, ast.arg) and n.arg == root) or (isinstance(n, (ast.Global, ast.Nonlocal))
+                                                                            and root in n.names)]
         first = [*function.args.posonlyargs, *function.args.args][:1]
-        if isinstance(_parent(function), ast.ClassDef) and first and root == first[0].arg:
+        if isinstance(_parent(function), ast.ClassDef) and first and root == first[0].arg and bound == [first[0]]:
             return ""  # self, cls, an autograd Function's ctx
-        made = [n for n in ast.walk(function) if isinstance(n, ast.Assign)
-                and any(isinstance(t, ast.Name) and t.id == root for t in n.targets)]
-        if made and all(isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Name)
-                        and n.value.func.id in classes for n in made):
+        made = [_parent(n) for n in bound]
+        if bound and all(isinstance(n, ast.Name) and isinstance(a, ast.Assign) and a.targets == [n]
+                         and isinstance(a.value, ast.Call) and isinstance(a.value.func, ast.Name)
+                         and a.value.func.id in classes for n, a in zip(bound, made)):
             return ""
         return f"changes an attribute of `{root}`, which is neither the first argument of a method (self, ctx) " \
                "nor made in its function from one of the package's classes"
+
+    def _own_classes(self) -> set[str]:
+        """The names of the package's top-level classes that nothing else binds: no assignment, parameter,
+        function, import or global of the same name anywhere in the package."""
+        classes, other = set(), set()
+        for m in self.modules.values():
+            classes |= {n.name for n in m.tree.body if isinstance(n, ast.ClassDef)}
+            other |= set(m.aliases)
+            for n in ast.walk(m.tree):
+                if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+                    other.add(n.id)
+                elif isinstance(n, ast.arg):
+                    other.add(n.arg)
+                elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    other.add(n.name)
+                elif isinstance(n, (ast.Global, ast.Nonlocal)):
+                    other |= set(n.names)
+                elif isinstance(n, ast.ClassDef) and n not in m.tree.body:
+                    other.add(n.name)
+        return classes - other
 
     # -- the rules
 

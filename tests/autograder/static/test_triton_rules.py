@@ -399,6 +399,14 @@ FOREIGN_STORES = {
     "an input's data": ("    x.data = x\n", ""),
     "a helper's argument": ("", "def _set(m):\n    m.is_available = None\n"),
     "an expression": ("    [torch.cuda][0].is_available = None\n", ""),
+    "a class name bound again": ("    _Box.is_available = None\n",
+                                 "class _Box:\n    pass\n\n\n_Box = torch.cuda\n"),
+    "a parameter named as a class": ("", "class _Box:\n    pass\n\n\ndef _set(_Box):\n    _Box.is_available = None\n"),
+    "an object of an own class, bound again by a loop": (
+        "    box = _Box()\n    for box in [torch.cuda]:\n        pass\n    box.is_available = None\n",
+        "class _Box:\n    pass\n"),
+    "a method's self bound again": ("", "class _Box:\n    def set(self):\n        self = torch.cuda\n"
+                                        "        self.is_available = None\n"),
 }
 OWN_STORES = {
     "an autograd Function's ctx": ("", "class _Fn(torch.autograd.Function):\n    @staticmethod\n"
