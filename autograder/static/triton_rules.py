@@ -46,6 +46,7 @@ own entry points and reuses the rest.
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -270,7 +271,7 @@ class _Analysis(FlowAnalysis):
         root, attrs = chain
         if any(a.startswith("__") and a.endswith("__") for a in attrs) or attrs[-1] in TENSOR_STATE:
             return f"changes `{text}`, an object's type, its dunders or a tensor's state"
-        classes = self._own_classes()
+        classes = self._own_classes
         if dotted or root in classes:
             return ""  # the package's own classes and objects: the flow analysis follows what they hold
         function = _parent(node)
@@ -295,6 +296,7 @@ class _Analysis(FlowAnalysis):
         return f"changes an attribute of `{root}`, which is neither the first argument of a method (self, ctx) " \
                "nor made in its function from one of the package's classes"
 
+    @functools.cached_property
     def _own_classes(self) -> set[str]:
         """The names of the package's top-level classes that nothing else binds: no assignment, parameter,
         function, import or global of the same name anywhere in the package."""

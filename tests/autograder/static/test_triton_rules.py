@@ -20,6 +20,7 @@ import pytest
 from autograder.static.checks import blocked
 from autograder.grading.client import grade
 from autograder.suites.flash_attention.rules import TRITON_RULES
+from autograder.suites.gpu_kernels.rules import TRITON_RULES as KERNEL_RULES
 from autograder.static.triton_rules import scan
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -429,8 +430,6 @@ def gpu_kernels_tree(tmp_path: Path, in_function: str, at_end: str) -> Path:
 
 
 def kernel_findings(tree: Path) -> list:
-    from autograder.suites.gpu_kernels.rules import TRITON_RULES as KERNEL_RULES
-
     return scan(tree, "gpu_kernels", KERNEL_RULES)
 
 
