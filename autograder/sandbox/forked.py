@@ -182,11 +182,16 @@ class Zygote:
     def _connect(self, timeout: float) -> socket.socket:
         connection = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         connection.settimeout(timeout)
+        # Through a descriptor of its folder: a socket's path holds at most 107 bytes, which a stage folder in a
+        # long temporary directory (pytest's, a cluster job's) passes, and then every worker would start on its own.
+        folder = os.open(self.socket.parent, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
-            connection.connect(str(self.socket))
+            connection.connect(f"/proc/self/fd/{folder}/{self.socket.name}")
         except BaseException:
             connection.close()
             raise
+        finally:
+            os.close(folder)
         return connection
 
     def _ask(self, message: dict, fds: tuple[int, ...] = (), timeout: float = ASK_TIMEOUT) -> dict:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import tempfile
 import time
 
 import pytest
@@ -52,3 +53,23 @@ def test_a_zygote_is_retired_after_its_share_of_submissions(zygotes, monkeypatch
     zygotes.give_back(first)
     third = zygotes.take()
     assert third is not first and not running(first) and running(third)
+
+
+def test_a_zygote_in_a_long_temporary_directory_starts_and_answers(tmp_path, monkeypatch):
+    """A socket's path holds at most 107 bytes: a server whose temporary directory is long (pytest's own, a
+    cluster job's) must still fork its workers from its zygote, not fall back to a new interpreter per worker."""
+    protections = policy.detect("auto", policy.Limits(call_timeout=30, start_timeout=120))
+    usable, why = forked.available(protections, gpu=False)
+    if not usable:
+        pytest.skip(f"no zygote on this machine: {why}")
+    deep = tmp_path / ("t" * 60) / ("m" * 60)
+    deep.mkdir(parents=True)
+    monkeypatch.setattr(tempfile, "tempdir", str(deep))  # where stages.make puts the server's stage folder
+    zygote = runner.start_zygote(protections, gpu=False)
+    try:
+        assert zygote is not None, "the zygote did not start in a long temporary directory"
+        assert len(str(zygote.socket)) > 107 and zygote.root.is_relative_to(deep)
+        assert zygote.healthy() and zygote.builds is not None and zygote.builds.healthy()
+    finally:
+        if zygote is not None:
+            runner.stop_zygote(zygote)
