@@ -61,3 +61,33 @@ def pytest_xdist_make_scheduler(config, log):
             return next((folder for folder in ONE_WORKER if path.startswith(folder)), path)
 
     return FolderScheduling(config, log)
+
+
+@pytest.fixture(scope="session")
+def warm_grade():
+    """grade(submission, assignment=None, select=None, call_timeout=60.0): a GradeReport from one grading server
+    of this test process, started at its first call and ended with the session.
+
+    It is the path a cohort takes (`batch`: autograder.grading.client.GradingServer): the server imports torch,
+    the reference and the test modules and starts its zygote once, then grades each submission in a child forked
+    for it, with sandboxed workers of its own. A test that asks what the real grader gives a submission uses it
+    and does not pay a grader's start (about 7 CPU s of a single `grade`) for each answer. The tests of the single
+    grading itself (its timings, its seed, the files it writes, its refusals) call autograder.grading.client.grade.
+    As a single grading, a report the machine was too busy to finish is graded once more."""
+    from autograder.grading.client import OVERLOAD_ATTEMPTS, GradingServer  # here: not in a public test's run
+
+    servers: dict[float, GradingServer] = {}
+
+    def grade(submission, assignment: str | None = None, select: str | None = None, call_timeout: float = 60.0):
+        if call_timeout not in servers:
+            servers[call_timeout] = GradingServer(call_timeout=call_timeout)
+        server = servers[call_timeout]
+        for _ in range(OVERLOAD_ATTEMPTS):
+            report = server.grade(submission, assignment=assignment, select=select)
+            if not report.overloaded:
+                break
+        return report
+
+    yield grade
+    for server in servers.values():
+        server.close()

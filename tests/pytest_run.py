@@ -5,8 +5,10 @@ spends about two seconds importing torch, numpy, pytest and its plugins before i
 forkserver (multiprocessing's) imports those once, and each run is a fork of it: a new process, with the
 caller's environment, working folder and arguments, whose stdout and stderr are captured, as
 `subprocess.run` would give them. Nothing of the calling process leaks in: the forkserver imports only the
-modules named in PRELOAD (Triton is not among them: `import kernels` must choose the interpreter first),
-and the child's sys.path is the interpreter's own with the working folder first, as under `python -m`.
+modules named in PRELOAD (Triton is not among them: `import kernels` must choose the interpreter first), the
+child forgets the repository's modules it imported to start (this one, and its package `tests`: a run's own
+`tests` may be another), and its sys.path is the interpreter's own with the working folder first, as under
+`python -m`.
 """
 
 from __future__ import annotations
@@ -45,6 +47,15 @@ def _base_path() -> list[str]:
             if p and (not Path(p).resolve().is_relative_to(ROOT) or Path(p).resolve().is_relative_to(prefix))]
 
 
+def _from_repository(module) -> bool:
+    """Whether a module was loaded from the repository (a virtual environment inside it aside)."""
+    path = getattr(module, "__file__", None)
+    if not path:
+        return False
+    path = Path(path).resolve()
+    return path.is_relative_to(ROOT) and not path.is_relative_to(Path(sys.prefix).resolve())
+
+
 def _child(args: list[str], cwd: str, env: dict[str, str], out: str, err: str, base: list[str]) -> None:
     os.chdir(cwd)
     os.environ.clear()
@@ -55,6 +66,9 @@ def _child(args: list[str], cwd: str, env: dict[str, str], out: str, err: str, b
         handle = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(handle, fd)
         os.close(handle)
+    # This module, imported here to run this function, and its package: the run's own `tests` may be another.
+    for name in [name for name, module in sys.modules.items() if _from_repository(module)]:
+        del sys.modules[name]
     code = 3
     try:
         import pytest

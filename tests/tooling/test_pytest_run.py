@@ -15,6 +15,7 @@ import sys
 def test_sees_its_environment_and_folder():
     print("MARK=" + os.environ.get("PROBE_MARK", "<unset>"), "CWD=" + os.getcwd(), "PATH0=" + sys.path[0])
     assert "resource_accounting" not in sys.modules  # the caller's imports do not leak in
+    assert "tests.pytest_run" not in sys.modules and "tests" not in sys.modules  # nor what started the run
 
 
 def test_fails():

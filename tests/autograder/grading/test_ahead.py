@@ -16,7 +16,7 @@ import pytest
 
 from autograder.cohort import sample as cohort
 from autograder.grading import ahead
-from autograder.grading.client import ServerPool, grade
+from autograder.grading.client import ServerPool
 from autograder.sandbox.process import RemoteStudent, WorkerError
 from autograder.suites.gpu_kernels import scenarios as kernel_scenarios
 from autograder.suites.gpu_kernels import test_gpu_compile as kernel_checks
@@ -32,13 +32,13 @@ def outcome(report, name: str) -> tuple[str, str]:
 
 
 @pytest.mark.skipif(has_cuda(), reason="on a GPU the matmul's value test runs the real kernel; CPU case here")
-def test_a_gpu_only_mistake_loses_its_compile_point_with_the_builds_ahead(tmp_path):
+def test_a_gpu_only_mistake_loses_its_compile_point_with_the_builds_ahead(tmp_path, warm_grade):
     """The fp32-dot mistake (right on a CPU) loses the matmul's bf16 compile point, saying why, with the builds
     started ahead (their time is in the report) and the check's own time only its wait for them. (The
     reference and a correct alternative keep theirs so: test_timings.py, test_suites_flash_attention.py.)"""
     chosen = [m for m in cohort.MISTAKES_OF["gpu_kernels"] if m.name == "mistake-fp32-dot"]
     (tree,) = cohort.build(tmp_path, ["gpu_kernels"], chosen)
-    report = grade(tree, assignment="gpu_kernels", select=MATMUL)
+    report = warm_grade(tree, assignment="gpu_kernels", select=MATMUL)
     assert outcome(report, "test_matmul_matches_float64_at_random_shapes")[0] == "passed", report.log
     status, message = outcome(report, "test_matmul_kernels_build_for_the_course_gpu_with_tensor_cores[bf16]")
     assert status == "failed"
@@ -62,7 +62,7 @@ def test_a_server_without_overlap_builds_when_each_check_asks(tmp_path):
     assert report.timings["builds_ahead"] == 0 and report.timings["compile"] > 0, report.timings
 
 
-def test_no_build_starts_for_a_check_that_a_static_check_fails(tmp_path):
+def test_no_build_starts_for_a_check_that_a_static_check_fails(tmp_path, warm_grade):
     """A matmul that calls torch.matmul fails the static check of its task: its compile checks fail without
     asking for a build, so none is started ahead."""
     (tree,) = cohort.build(tmp_path, ["gpu_kernels"], [cohort.Member("correct", "solutions")])
@@ -71,7 +71,7 @@ def test_no_build_starts_for_a_check_that_a_static_check_fails(tmp_path):
     assert text.count("def matmul_triton(") == 1
     path.write_text(text.replace("def matmul_triton(", "def _unused(a, b):\n    return torch.matmul(a, b)\n\n\n"
                                  "def matmul_triton("))
-    report = grade(tree, assignment="gpu_kernels", select=MATMUL)
+    report = warm_grade(tree, assignment="gpu_kernels", select=MATMUL)
     status, message = outcome(report, "test_matmul_kernels_build_for_the_course_gpu_with_tensor_cores[bf16]")
     assert status == "failed" and "static check" in message and "torch.matmul" in message, message
     assert report.timings["builds_ahead"] == 0, report.timings

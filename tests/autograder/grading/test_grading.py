@@ -26,11 +26,12 @@ ASSIGNMENT = "resource_accounting"
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    """The cohort graded by two-worker batches; {name: GradeReport}, "_out": the output folder, and
-    "_stages": the name of the folder that held the graders' stage folders.
+    """The cohort graded by batches; {name: GradeReport}, "_out": the output folder, and "_stages": the name of
+    the folder that held the graders' stage folders.
 
-    The reference and the stubs are graded on every assignment with every test; the mistakes on
-    resource_accounting's public tests; the cheats on the public tests of every assignment (a test
+    The reference and the stubs are graded on every assignment with every test, by one worker (the default on
+    two cores: it overlaps, the compile checks' builds beside the tests); the others by two workers each: the
+    mistakes on resource_accounting's public tests; the cheats on the public tests of every assignment (a test
     that observes behaviour, memory say, must not be passed by code that returns nothing of use),
     but the two that burn their time budget (endless loop, fork bomb) on resource_accounting's public
     float_format tests only, with 1 s per call.
@@ -50,7 +51,7 @@ def graded(tmp_path_factory):
     saved = os.environ.get("TMPDIR")
     os.environ["TMPDIR"] = str(stages)
     try:
-        run_batch(base / "full", out, workers=2)
+        run_batch(base / "full", out, workers=1)
         # Honest calls here take milliseconds of CPU: 2 s each bounds what a call may burn. The loop and the
         # fork bomb burn every call's budget: 1 s each, on float_format's tests (enough to show they gain nothing).
         battery = ServerPool(call_timeout=2, select="not hidden")

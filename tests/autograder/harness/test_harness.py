@@ -2,7 +2,7 @@
 student's run prints.
 
 Each test builds a small project (the real harness, kernels/ and conftest, a small assignment `demo`
-in solutions/ and assignments/) and runs pytest on it in a subprocess.
+in solutions/ and assignments/) and runs pytest on it in a new process.
 """
 
 import shutil
@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from autograder.package.layout import HARNESS
+from tests.pytest_run import run_pytest
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -93,7 +94,10 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytes
 
 
 def run(project: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return project.runpytest_subprocess("-p", "no:cacheprovider", "-s", *args)
+    """pytest run on the project in a new process, as `python -m pytest` there would (tests/pytest_run.py: a fork of a
+    process that imported torch and pytest once, so that each of this module's runs does not pay for them)."""
+    done = run_pytest(["-p", "no:cacheprovider", "-s", f"--basetemp={project.path / 'basetemp'}", *args], project.path)
+    return pytest.RunResult(done.returncode, done.stdout.splitlines(), done.stderr.splitlines(), 0.0)
 
 
 def test_default_tree_comes_from_the_ini_setting_and_scores_full_points(project):

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from autograder.grading.client import grade
 from autograder.static.checks import blocked
 from autograder.static.triton_rules import scan
 from autograder.suites.flash_attention.rules import TRITON_RULES as FLASH_RULES
@@ -273,13 +272,13 @@ def test_the_same_flows_are_refused_in_flash_attention(tmp_path):
     assert blocked(found, "flash_triton.flash_forward_triton") == found
 
 
-def test_the_global_stash_cheat_loses_every_matmul_test(tmp_path):
+def test_the_global_stash_cheat_loses_every_matmul_test(tmp_path, warm_grade):
     """The issue's attack, graded for real: every matmul_triton test (public and hidden, float32 and half
     precision) earns 0, each failure naming the `global` line; the other kernels keep their points."""
     package = tree_with(tmp_path, {p.name: p.read_text() for p in (CHEATS / "global_stash").glob("*.py")})
     found = findings(package)
     assert found and all("global _STASH" in v.message for v in found), [v.message for v in found]
-    report = grade(package.parent, assignment="gpu_kernels", select="matmul and not build")
+    report = warm_grade(package.parent, assignment="gpu_kernels", select="matmul and not build")
     tests = [t for t in report.tests if t.task == TASK and t.status != "not_graded"]  # GPU tests: not graded
     assert len(tests) >= 8, f"the matmul tests did not run: {report.log}"
     assert [t.name for t in tests if t.points] == []

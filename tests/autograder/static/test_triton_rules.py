@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 
 from autograder.static.checks import blocked
-from autograder.grading.client import grade
 from autograder.suites.flash_attention.rules import TRITON_RULES
 from autograder.suites.gpu_kernels.rules import TRITON_RULES as KERNEL_RULES
 from autograder.static.triton_rules import scan
@@ -315,10 +314,10 @@ def test_the_worker_side_evidence_alone_would_be_fooled(tmp_path):
     assert copy["right"] and copy["launches"] and copy["torch_ops"], copy
 
 
-def test_the_grader_fails_every_triton_test_of_the_dispatch_bypass(tmp_path):
+def test_the_grader_fails_every_triton_test_of_the_dispatch_bypass(tmp_path, warm_grade):
     """Graded for real, the bypass earns no Triton point; each failed test says which rule, file and line."""
     tree = tree_with(tmp_path, folder(CHEATS / "dispatch_bypass"))
-    report = grade(tree, assignment="flash_attention", select="triton and not gpu")
+    report = warm_grade(tree, assignment="flash_attention", select="triton and not gpu")
     triton_tests = [t for t in report.tests if "triton" in t.name and t.status != "not_graded"]
     assert triton_tests, f"no Triton test ran: {report.log}"
     assert [t.name for t in triton_tests if t.points] == []

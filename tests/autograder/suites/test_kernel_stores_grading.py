@@ -22,7 +22,6 @@ import base64
 
 import pytest
 
-from autograder.grading.client import grade
 from autograder.static.triton_rules import scan as scan_triton
 from autograder.suites.gpu_kernels.rules import TRITON_RULES
 from tests.autograder.suites.test_suites_flash_attention import outcomes
@@ -118,10 +117,10 @@ def test_the_hidden_trick_is_read_by_the_static_rules():
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
+def graded(tmp_path_factory, warm_grade):
     """The review's submission, graded for real on the kernels' public and hidden tests."""
     select = "elementwise or softmax or matmul or kernels"
-    return grade(build_tree(tmp_path_factory.mktemp("trick"), with_trick(hidden=True)), assignment="gpu_kernels",
+    return warm_grade(build_tree(tmp_path_factory.mktemp("trick"), with_trick(hidden=True)), assignment="gpu_kernels",
                  select=f"({select}) and not build")
 
 

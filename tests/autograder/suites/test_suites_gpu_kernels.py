@@ -21,7 +21,6 @@ import torch
 
 from autograder.static.checks import blocked
 from autograder.static.checks import scan as scan_rules
-from autograder.grading.client import grade
 from autograder.suites.gpu_kernels.rules import RULES, TRITON_RULES
 from autograder.static.triton_rules import scan as scan_triton
 from tests.autograder.suites.test_suites_flash_attention import not_passed, outcomes
@@ -247,12 +246,12 @@ def test_a_cheat_is_found_by_the_static_rules_and_loses_its_task(tmp_path, name)
     assert blocked(found, task), f"{name}: nothing blocks {task}"
 
 
-def test_the_grader_gives_the_cheats_no_kernel_point(tmp_path):
+def test_the_grader_gives_the_cheats_no_kernel_point(tmp_path, warm_grade):
     """Graded for real (sandboxed worker, static rules), a submission with a cheat in each kernel module earns
     no point of any kernel test, though its answers are right; each failed test names the rule it broke."""
     modules = {name: text for cheat_name in ("gelu_alias", "tensor_methods", "torch_fallback")
                for name, text in cheat(cheat_name).items()}
-    report = grade(build_tree(tmp_path, modules), assignment="gpu_kernels", select="not build")
+    report = warm_grade(build_tree(tmp_path, modules), assignment="gpu_kernels", select="not build")
     kernel_tests = [t for t in report.tests if t.task in TASKS and t.status != "not_graded"]
     assert len(kernel_tests) >= 40, f"the kernel tests did not run: {report.log}"
     assert [t.name for t in kernel_tests if t.points] == []

@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from autograder.grading.client import grade
 from tests.pytest_run import run_pytest
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -204,7 +203,7 @@ def mistake_edits(group: tuple[str, ...]) -> dict[str, list[tuple[str, str]]]:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> dict:
+def runs(tmp_path_factory, warm_grade) -> dict:
     """Every run this module checks, started together (each is mostly a fresh interpreter importing torch):
     "reference" (the real grader's report), "stubs", "alternatives" and each group of mistakes (outcomes)."""
     base = tmp_path_factory.mktemp("gpu_kernels_cost")
@@ -214,7 +213,7 @@ def runs(tmp_path_factory) -> dict:
         paths = [HIDDEN_COST] + ([HIDDEN_MEASURE] if any(MISTAKES[n][0] == "measure.py" for n in group) else [])
         jobs[group] = (build_tree(base / f"group{index}", mistake_edits(group)), paths)
     with ThreadPoolExecutor(max_workers=max(2, min(4, os.cpu_count() or 1))) as pool:
-        reference = pool.submit(grade, SOLUTION.parent, assignment="gpu_kernels", select=SELECT)
+        reference = pool.submit(warm_grade, SOLUTION.parent, assignment="gpu_kernels", select=SELECT)
         futures = {key: pool.submit(outcomes, tree, base / f"junit-{index}.xml", paths)
                    for index, (key, (tree, paths)) in enumerate(jobs.items())}
         return {"reference": reference.result(), **{key: future.result() for key, future in futures.items()}}

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from autograder.grading.client import grade
 from tests.pytest_run import run_pytest
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -78,13 +77,13 @@ def test_an_alternative_passes_the_public_tests_and_the_hidden_suite(tmp_path, n
     assert len(found) > 150
 
 
-def test_the_alternatives_together_earn_full_marks_from_the_grader(tmp_path):
+def test_the_alternatives_together_earn_full_marks_from_the_grader(tmp_path, warm_grade):
     """Graded by the real grader (sandboxed worker, reference present), the two alternatives together (their
     modules do not overlap) lose no point, the tests that need the reference included."""
     first, second = alternative("shape_counting"), alternative("sequential_checkpoint")
     assert not set(first) & set(second), "the alternatives replace the same module: grade them one at a time"
     tree = build_tree(tmp_path, {**first, **second})
-    report = grade(tree, assignment="resource_accounting")
+    report = warm_grade(tree, assignment="resource_accounting")
     assert report.tests, f"the grader produced no results: {report.log}"
     lost = [(t.name, t.status, t.message[:300]) for t in report.tests if t.status not in ("passed", "not_graded", "manual")]
     assert lost == []
