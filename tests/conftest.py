@@ -65,7 +65,7 @@ def pytest_xdist_make_scheduler(config, log):
 
 @pytest.fixture(scope="session")
 def warm_grade():
-    """grade(submission, assignment=None, select=None, call_timeout=60.0): a GradeReport from one grading server
+    """grade(submission, assignment=None, select=None): a GradeReport from one grading server
     of this test process, started at its first call and ended with the session.
 
     It is the path a cohort takes (`batch`: autograder.grading.client.GradingServer): the server imports torch,
@@ -76,12 +76,9 @@ def warm_grade():
     As a single grading, a report the machine was too busy to finish is graded once more."""
     from autograder.grading.client import OVERLOAD_ATTEMPTS, GradingServer  # here: not in a public test's run
 
-    servers: dict[float, GradingServer] = {}
+    server = GradingServer()  # its process starts at the first grading
 
-    def grade(submission, assignment: str | None = None, select: str | None = None, call_timeout: float = 60.0):
-        if call_timeout not in servers:
-            servers[call_timeout] = GradingServer(call_timeout=call_timeout)
-        server = servers[call_timeout]
+    def grade(submission, assignment: str | None = None, select: str | None = None):
         for _ in range(OVERLOAD_ATTEMPTS):
             report = server.grade(submission, assignment=assignment, select=select)
             if not report.overloaded:
@@ -89,5 +86,4 @@ def warm_grade():
         return report
 
     yield grade
-    for server in servers.values():
-        server.close()
+    server.close()

@@ -39,21 +39,21 @@ def _server():
     return _context
 
 
+def _in_repository(path: str) -> bool:
+    """Whether `path` lies in the repository (its trees, its tests), a virtual environment inside it aside."""
+    resolved = Path(path).resolve()
+    return resolved.is_relative_to(ROOT) and not resolved.is_relative_to(Path(sys.prefix).resolve())
+
+
 def _base_path() -> list[str]:
-    """This interpreter's sys.path without the folders a pytest run added (the repository and its trees;
-    a virtual environment inside the repository stays)."""
-    prefix = Path(sys.prefix).resolve()
-    return [p for p in sys.path
-            if p and (not Path(p).resolve().is_relative_to(ROOT) or Path(p).resolve().is_relative_to(prefix))]
+    """This interpreter's sys.path without the folders a pytest run added (the repository and its trees)."""
+    return [p for p in sys.path if p and not _in_repository(p)]
 
 
 def _from_repository(module) -> bool:
-    """Whether a module was loaded from the repository (a virtual environment inside it aside)."""
+    """Whether a module was loaded from the repository."""
     path = getattr(module, "__file__", None)
-    if not path:
-        return False
-    path = Path(path).resolve()
-    return path.is_relative_to(ROOT) and not path.is_relative_to(Path(sys.prefix).resolve())
+    return bool(path) and _in_repository(path)
 
 
 def _child(args: list[str], cwd: str, env: dict[str, str], out: str, err: str, base: list[str]) -> None:
