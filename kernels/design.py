@@ -21,6 +21,7 @@ from contextlib import contextmanager
 
 import kernels  # noqa: F401  (select the interpreter before Triton is imported)
 import torch
+import triton.language as tl  # noqa: F401  (Triton's interpreter asks for it among a jitted function's globals)
 
 
 def grouped_order(M: int, N: int, block_m: int, block_n: int, group_m: int) -> list[list[int]]:

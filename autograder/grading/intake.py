@@ -116,6 +116,17 @@ def open_submission(source: Path, dest: Path, packages: list[str]) -> Submission
     return sub
 
 
+def packages_in(source: Path, packages: list[str]) -> list[str]:
+    """The packages among `packages` that grading `source` would copy, read from its listing alone (nothing is
+    copied); all of `packages` where that cannot be told (a submission open_submission would refuse, or any
+    error). A grading server asks it before it hands the submission to a child (runner.serve)."""
+    try:
+        with _entries(Path(source), packages, []) as entries:
+            return _locate(entries, packages, Path(source), [])[1]
+    except Exception:  # noqa: BLE001  (only a guess for the server; the child opens the submission itself)
+        return list(packages)
+
+
 def _none_read(chosen: list[Entry], problems: list[str]) -> bool:
     """Whether every chosen entry could not be read (a corrupt zip's members), as opposed to, e.g., each one
     failing to parse (which is graded: the tests fail)."""

@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import functools
 import gc
 import importlib
 import json
@@ -52,7 +53,7 @@ from autograder.grading import ahead, buildcache, stages
 from autograder.model.results import GradeReport
 from autograder.sandbox import bwrap, forked, policy, staging
 from autograder.sandbox.process import RemoteStudent, Worker
-from autograder.grading.intake import open_submission
+from autograder.grading.intake import open_submission, packages_in
 from kernels import impl
 from kernels.device import has_cuda, warm_dispatch
 
@@ -227,9 +228,13 @@ def builds_lines(slot: "Slot") -> list[str]:
         return []
     scratch = slot.ahead.worker.scratch if slot.ahead is not None else slot.worker.scratch
     made = f" (made by this grading, in {slot.reference_cpu:.1f} CPU s)" if slot.reference_cpu else ""
+    where = ""
+    if slot.ahead is not None:
+        where = ("; they were built ahead, beside the tests, by a worker forked from the builds' zygote"
+                 if slot.ahead.worker.zygote is not None else "; they were built ahead, beside the tests")
     return [f"compile checks: {buildcache.compiled(scratch)} kernel build(s) compiled in this "
             f"grading; the worker was given the reference's {slot.given_builds} build(s){made}, taken where a "
-            "kernel is the reference's"]
+            f"kernel is the reference's{where}"]
 
 
 class Slot:
@@ -409,6 +414,20 @@ def grade_one(job: Job, timeout: float, sandbox: str) -> None:
         slot.close()
 
 
+@functools.lru_cache(maxsize=None)
+def builds_ahead(assignment: str) -> bool:
+    """Whether the assignment's tests may build ahead: a test module of it defines `builds_ahead` (ahead.planned)."""
+    return any("def builds_ahead(" in path.read_text(errors="replace")
+               for folder in test_paths(assignment) for path in Path(folder).rglob("test_*.py"))
+
+
+def builds_ahead_in(job: Job) -> bool:
+    """Whether grading `job` may build ahead, told before its child opens the submission (from the listing of
+    the submission's files; where that cannot be told, as if it may)."""
+    chosen = job.assignments or packages_in(Path(job.submission), known_assignments()) or known_assignments()
+    return any(builds_ahead(name) for name in chosen)
+
+
 def warm(assignments: list[str]) -> None:
     """Import now what every grading needs: the reference, the test modules (assertion-rewritten by a
     collect-only pytest session) and torch's dispatch machinery (which imports torch._dynamo)."""
@@ -470,6 +489,11 @@ class Ready:
         with os.fdopen(self.write, "wb") as pipe:
             pipe.write(json.dumps(job.__dict__).encode())
 
+    def cancel(self) -> None:
+        """End the child before its job: it reads nothing, cleans up and exits."""
+        os.close(self.write)
+        self.wait(60)
+
     def wait(self, limit: float) -> int:
         deadline = time.monotonic() + limit
         while time.monotonic() < deadline:
@@ -492,14 +516,19 @@ def serve(timeout: float, sandbox: str, overlap: bool = True) -> None:
     once the current one is done, and each compile check builds when it asks: where the workers already
     share the cores (`batch --overlap auto` with fewer than two cores per worker), a second busy process per
     worker would only slow the others down."""
-    zygotes = Zygotes(*protections_for(timeout, sandbox))
+    zygotes = Zygotes(*protections_for(timeout, sandbox), builds=overlap)
     warm(known_assignments())
     gc.collect()
     gc.freeze()  # the warm heap stays out of the children's collections: no copy-on-write of all of it
     try:
         ready = Ready(timeout, sandbox, overlap, zygotes.take())
         for line in sys.stdin:
-            busy, job = ready, Job(**json.loads(line))
+            job = Job(**json.loads(line))
+            if builds_ahead_in(job) and zygotes.start_builds():  # the child prepared before cannot reach it
+                ready.cancel()
+                zygotes.give_back(ready.zygote)
+                ready = Ready(timeout, sandbox, overlap, zygotes.take())
+            busy = ready
             busy.start(job)
             if overlap:
                 ready = Ready(timeout, sandbox, overlap, zygotes.take())
@@ -520,10 +549,17 @@ RETIRE_AFTER = 200  # submissions whose workers one zygote forks before a fresh 
 class Zygotes:
     """The grading server's zygote (sandbox.forked), replaced by a fresh one once it has served RETIRE_AFTER
     submissions or on any anomaly (it exited, or does not answer); a zygote replaced is stopped once no child of
-    the server still grades with it (stopping it ends every worker it forked)."""
+    the server still grades with it (stopping it ends every worker it forked).
 
-    def __init__(self, protections: policy.Protections, gpu: bool) -> None:
+    The builds' zygote beside it (the compile checks' builds started ahead forks their worker from it) starts at
+    the first submission that builds ahead, not with the server: a server that grades no compile check (a
+    resource_accounting cohort), or that builds only when each check asks (`builds=False`: --no-overlap), never
+    pays its start (about 3 CPU s)."""
+
+    def __init__(self, protections: policy.Protections, gpu: bool, builds: bool = True) -> None:
         self.protections, self.gpu = protections, gpu
+        self.builds = builds  # whether the children may build ahead (a builds' zygote is then started when asked)
+        self.builds_failed = False  # it did not start once: the builds' workers start on their own from then on
         self.current = start_zygote(protections, gpu)
         self.served = 0
         self.users: dict[int, int] = {}  # id(zygote) -> children of the server that hold it
@@ -533,12 +569,29 @@ class Zygotes:
         """The zygote for the next child (renewed first where due), or None: workers start on their own."""
         if self.current is not None and (self.served >= RETIRE_AFTER or not self.current.healthy()):
             self.retired.append(self.current)
+            builds = self.current.builds is not None
             self.current, self.served = start_zygote(self.protections, self.gpu), 0
+            if builds:
+                self.start_builds()
             self._stop_unused()
         if self.current is not None:
             self.served += 1
             self.users[id(self.current)] = self.users.get(id(self.current), 0) + 1
         return self.current
+
+    def start_builds(self) -> bool:
+        """Start the builds' zygote beside the current zygote where the children build ahead and it is not there
+        yet: True where it started now."""
+        if not self.builds or self.builds_failed or self.current is None or self.current.builds is not None:
+            return False
+        try:
+            self.current.start_builds(self.protections.limits.start_timeout)
+        except (forked.ZygoteUnavailable, OSError) as exc:
+            self.builds_failed = True
+            print(f"runner: the builds' workers start on their own, the builds' zygote did not start ({exc})",
+                  file=sys.stderr, flush=True)
+            return False
+        return True
 
     def give_back(self, zygote: forked.Zygote | None) -> None:
         if zygote is not None:
@@ -565,7 +618,7 @@ def start_zygote(protections: policy.Protections, gpu: bool) -> forked.Zygote | 
     root = stages.make("grade")
     try:
         lib = staging.build_lib(root / "lib", known_assignments())
-        zygote = forked.Zygote.start(protections, root, lib, protections.limits.start_timeout, builds=True)
+        zygote = forked.Zygote.start(protections, root, lib, protections.limits.start_timeout)
     except (forked.ZygoteUnavailable, OSError) as exc:
         print(f"runner: workers start on their own, the zygote did not start ({exc})", file=sys.stderr, flush=True)
         staging.remove_tree(root)

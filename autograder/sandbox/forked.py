@@ -116,6 +116,18 @@ class Zygote:
             raise
         return zygote
 
+    def start_builds(self, timeout: float) -> None:
+        """Start the builds' zygote beside this one (its folder, library and left-out steps), once a grading asks
+        for builds ahead: a server whose submissions build nothing ahead never pays its start (ZygoteUnavailable,
+        and nothing left running, if it does not start)."""
+        builds = Zygote(self.protections, self.root, self.lib, self.skip, kind="builds")
+        try:
+            builds.wait_ready(timeout)
+        except BaseException:
+            builds.stop()
+            raise
+        self.builds = builds
+
     def wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while True:

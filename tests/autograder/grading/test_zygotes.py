@@ -1,18 +1,24 @@
 """A grading server's zygotes (autograder.grading.runner.Zygotes): one that died is replaced before the next
 submission, one that served its share is retired, and a retired one is stopped only once no submission still
-grades with it (stopping a zygote ends every worker it forked)."""
+grades with it (stopping a zygote ends every worker it forked). The builds' zygote starts at the first
+submission that builds ahead, never in a server whose submissions build nothing ahead."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
 from autograder.grading import runner
+from autograder.grading.client import GradingServer
 from autograder.sandbox import forked, policy
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture
@@ -32,13 +38,16 @@ def running(zygote: forked.Zygote) -> bool:
 
 def test_a_zygote_that_died_is_replaced_and_stopped_once_no_submission_holds_it(zygotes):
     first = zygotes.take()  # a submission grading with it
-    assert first is not None and first.builds is not None and first.healthy()
+    assert first is not None and first.builds is None, "the builds' zygote starts when a submission asks"
+    assert zygotes.start_builds() and first.builds is not None and first.healthy()
+    assert not zygotes.start_builds(), "started once"
     os.kill(first.builds.pid, signal.SIGKILL)  # its builds' zygote dies: the pair is not healthy any more
     deadline = time.monotonic() + 30
     while first.builds.healthy() and time.monotonic() < deadline:
         time.sleep(0.05)
     second = zygotes.take()
     assert second is not first and second.healthy(), "the next submission gets a fresh zygote"
+    assert second.builds is not None and second.builds.healthy(), "with a builds' zygote, as the first had"
     assert running(first), "the first is kept while a submission still grades with it"
     zygotes.give_back(first)
     assert not running(first) and not first.root.exists(), "then stopped, and its folder removed"
@@ -69,7 +78,38 @@ def test_a_zygote_in_a_long_temporary_directory_starts_and_answers(tmp_path, mon
     try:
         assert zygote is not None, "the zygote did not start in a long temporary directory"
         assert len(str(zygote.socket)) > 107 and zygote.root.is_relative_to(deep)
+        zygote.start_builds(120)
         assert zygote.healthy() and zygote.builds is not None and zygote.builds.healthy()
     finally:
         if zygote is not None:
             runner.stop_zygote(zygote)
+
+
+def test_a_servers_builds_zygote_starts_at_the_first_submission_that_builds_ahead(tmp_path, monkeypatch):
+    """A server that grades resource_accounting (no compile check) never starts the builds' zygote; the first
+    gpu_kernels submission starts it, and its builds' worker is forked from it (the child prepared before it
+    started is replaced by one that can reach it)."""
+    protections = policy.detect("auto", policy.Limits(call_timeout=30, start_timeout=120))
+    usable, why = forked.available(protections, gpu=False)
+    if not usable:
+        pytest.skip(f"no zygote on this machine: {why}")
+    temporary = tmp_path / "tmp"  # the server's stage folders, where its zygotes write their logs
+    temporary.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temporary))
+    for name in ("resource_accounting", "gpu_kernels"):
+        shutil.copytree(ROOT / "solutions" / name, tmp_path / name / name)
+    server = GradingServer(call_timeout=30)
+    try:
+        first = server.grade(tmp_path / "resource_accounting", select="test_flops")
+        assert first.tests and all(t.status == "passed" for t in first.tests), first.log
+        assert any(line.startswith("workers: forked") for line in first.log), first.log
+        assert list(temporary.rglob("zygote-tests.log")) and not list(temporary.rglob("zygote-builds.log"))
+        second = server.grade(tmp_path / "gpu_kernels", select="gelu")
+        # gelu's tests, the hidden design check of matmul's epilogue among them, and its compile checks: the
+        # reference passes every one this CPU grades
+        assert any("gpu_compile" in t.name and t.status == "passed" for t in second.tests), second.tests
+        assert [t.name for t in second.tests if t.status not in ("passed", "not_graded")] == [], second.tests
+        assert any("by a worker forked from the builds' zygote" in line for line in second.log), second.log
+        assert list(temporary.rglob("zygote-builds.log"))
+    finally:
+        server.close()
