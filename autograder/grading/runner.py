@@ -524,7 +524,8 @@ def serve(timeout: float, sandbox: str, overlap: bool = True) -> None:
         ready = Ready(timeout, sandbox, overlap, zygotes.take())
         for line in sys.stdin:
             job = Job(**json.loads(line))
-            if builds_ahead_in(job) and zygotes.start_builds():  # the child prepared before cannot reach it
+            if zygotes.builds_missing() and builds_ahead_in(job) and zygotes.start_builds():
+                # the child prepared before it started cannot reach it: a new one takes the job
                 ready.cancel()
                 zygotes.give_back(ready.zygote)
                 ready = Ready(timeout, sandbox, overlap, zygotes.take())
@@ -579,10 +580,13 @@ class Zygotes:
             self.users[id(self.current)] = self.users.get(id(self.current), 0) + 1
         return self.current
 
+    def builds_missing(self) -> bool:
+        """Whether the children build ahead and the current zygote has no builds' zygote yet (nor failed to)."""
+        return self.builds and not self.builds_failed and self.current is not None and self.current.builds is None
+
     def start_builds(self) -> bool:
-        """Start the builds' zygote beside the current zygote where the children build ahead and it is not there
-        yet: True where it started now."""
-        if not self.builds or self.builds_failed or self.current is None or self.current.builds is not None:
+        """Start the builds' zygote beside the current zygote where it is missing: True where it started now."""
+        if not self.builds_missing():
             return False
         try:
             self.current.start_builds(self.protections.limits.start_timeout)
