@@ -44,13 +44,22 @@ def mistake(tmp_path_factory) -> Path:
     return cohort.build(base, [ASSIGNMENT], [member])[0]
 
 
+SELECT = "matmul_flops or flop_counter"  # the FLOP counter's random MLPs and a Hypothesis property of 2mnp
+
+
+@pytest.fixture(scope="module")
+def alone(mistake):
+    """The mistake's single grading (`grade`, as `make grade SUBMISSION=...` does), with its own seed."""
+    return grade(mistake, call_timeout=20, select=SELECT)
+
+
 def outcomes(report) -> list[tuple]:
     return [(t.name, t.status, t.points, t.message) for t in report.tests]
 
 
-def test_grading_an_unchanged_submission_twice_gives_the_same_results_test_by_test(mistake):
-    first = grade(mistake, call_timeout=20, select="flop_counter")
-    second = grade(mistake, call_timeout=20, select="flop_counter")
+def test_grading_an_unchanged_submission_twice_gives_the_same_results_test_by_test(mistake, alone):
+    first = alone
+    second = grade(mistake, call_timeout=20, select=SELECT)
     assert first.seed == second.seed == seed_for(mistake.name)
     assert outcomes(first) == outcomes(second)
     random_test = [t for t in first.tests if RANDOM_TEST in t.name]
@@ -60,17 +69,12 @@ def test_grading_an_unchanged_submission_twice_gives_the_same_results_test_by_te
     assert given.tests[0].message != random_test[0].message  # another seed, other inputs: the test can tell
 
 
-def test_a_grading_servers_child_draws_what_a_grading_of_its_own_draws(mistake):
+def test_a_grading_servers_child_draws_what_a_grading_of_its_own_draws(mistake, alone, warm_grade):
     """A grading server's children are forked from a parent that imported the suites and read, once, the constants
     Hypothesis draws from (autograder.grading.runner.warm); their draws are a fresh process's: the same results,
-    messages (which name the values drawn) included, as a single grading's of the same seed."""
-    select = "matmul_flops or flop_counter"
-    alone = grade(mistake, call_timeout=20, select=select)
-    pool = client.ServerPool(call_timeout=20, select=select)
-    try:
-        served = pool.grade(mistake)
-    finally:
-        pool.close()
+    messages (which name the values drawn) included, as a single grading's of the same seed. (The server is this
+    test process's, which may have graded other submissions before: their draws must not move this one's.)"""
+    served = warm_grade(mistake, select=SELECT)
     assert served.seed == alone.seed
     assert outcomes(served) == outcomes(alone)
     # The Hypothesis property fails, its message naming what it drew (2mnp of the drawn sizes).
