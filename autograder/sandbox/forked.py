@@ -106,11 +106,9 @@ class Zygote:
         folder); ZygoteUnavailable (and nothing left running) if not."""
         zygote = cls(protections, root, lib, skip)
         try:
-            if builds:
-                zygote.builds = cls(protections, root, lib, skip, kind="builds")
             zygote.wait_ready(timeout)
-            if zygote.builds is not None:
-                zygote.builds.wait_ready(timeout)
+            if builds:
+                zygote.start_builds(timeout)
         except BaseException:
             zygote.stop()
             raise
