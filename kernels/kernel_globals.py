@@ -155,13 +155,21 @@ _INTERPRETER = "triton.runtime.interpreter"
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
-    """Finds Triton's interpreter module as the other finders do, and installs the check once it has run."""
+    """Finds Triton's interpreter module as the other finders do, and installs the check once it has run.
+
+    It asks every finder but those of its kind: this module imported afresh (its entry removed from sys.modules,
+    as a run forked from a warm process does) makes another class of the same name, and two finders that each
+    asked the other would never end."""
+
+    after_triton_interpreter = True  # what marks a finder of this kind, whichever import of this module made it
 
     def find_spec(self, name, path, target=None):
         if name != _INTERPRETER:
             return None
         for finder in sys.meta_path:
-            spec = None if finder is self else getattr(finder, "find_spec", lambda *a: None)(name, path, target)
+            if getattr(finder, "after_triton_interpreter", False):
+                continue
+            spec = getattr(finder, "find_spec", lambda *a: None)(name, path, target)
             if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
                 run = spec.loader.exec_module
 
@@ -179,5 +187,6 @@ def install_on_import() -> None:
     Triton (macOS, Windows)."""
     if _INTERPRETER in sys.modules:
         install()
-    elif not any(isinstance(finder, _AfterImport) for finder in sys.meta_path):
+    else:  # one finder of this kind, this import's: its install() is the one the kernels' errors come from
+        sys.meta_path[:] = [finder for finder in sys.meta_path if not getattr(finder, "after_triton_interpreter", False)]
         sys.meta_path.insert(0, _AfterImport())

@@ -5,15 +5,21 @@ spends about two seconds importing torch, numpy, pytest and its plugins before i
 forkserver (multiprocessing's) imports those once, and each run is a fork of it: a new process, with the
 caller's environment, working folder and arguments, whose stdout and stderr are captured, as
 `subprocess.run` would give them. Nothing of the calling process leaks in: the forkserver imports only the
-modules named in PRELOAD (Triton is not among them: `import kernels` must choose the interpreter first), the
-child forgets the repository's modules it imported to start (this one, and its package `tests`: a run's own
-`tests` may be another), and its sys.path is the interpreter's own with the working folder first, as under
-`python -m`.
+modules named in PRELOAD, the child forgets the repository's modules it imported to start (this one, and its
+package `tests`: a run's own `tests` may be another), and its sys.path is the interpreter's own with the working
+folder first, as under `python -m`.
+
+Triton and torch._dynamo are among the preloaded modules (a second and a half of each run: every suite enters a
+TorchDispatchMode, which imports both). Triton fixes its mode when it is imported (the jitted functions of
+triton.language are interpreted or compiled from then on), and the forkserver imports it in the mode this
+process's environment gives. A run whose environment gives the other mode would meet Triton in the wrong one: it
+runs in a new interpreter instead (`subprocess.run`), as `python -m pytest` would.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.forkserver
 import os
 import subprocess
 import sys
@@ -23,19 +29,44 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 # What every run imports before its first test: torch, numpy and pytest, and the plugins pytest loads from the
 # installed packages' entry points (hypothesis's imports all of hypothesis: a second of each run).
+# torch._dynamo and Triton: what entering any TorchDispatchMode imports, which every suite does.
 PRELOAD = ["torch", "numpy", "pytest", "hypothesis", "_hypothesis_pytestplugin", "anyio.pytest_plugin", "xdist.plugin",
-           "xdist.looponfail"]
+           "xdist.looponfail", "torch._dynamo", "triton", "triton.language"]
 # pytest would rewrite the asserts of those plugins' modules had they not been imported already, and says so: not
 # a warning about the run.
 QUIET = ["-W", "ignore::pytest.PytestAssertRewriteWarning"]
 _context = None
+_interprets = None  # the Triton mode the forkserver imported Triton in
+
+
+def interprets(env: dict[str, str]) -> bool:
+    """Whether a process with `env` runs Triton interpreted, as `kernels.device.configure_triton` decides: the
+    variable where it is set, else interpreted exactly where there is no GPU."""
+    import torch
+
+    value = env.get("TRITON_INTERPRET")
+    if value is None:
+        return not torch.cuda.is_available()
+    return value not in ("", "0")
 
 
 def _server():
-    global _context
+    global _context, _interprets
     if _context is None:
-        _context = multiprocessing.get_context("forkserver")
-        _context.set_forkserver_preload(PRELOAD)
+        _interprets = interprets(os.environ)
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(PRELOAD)
+        # The forkserver imports Triton in the mode decided here, whatever this environment leaves unsaid.
+        saved = os.environ.get("TRITON_INTERPRET")
+        os.environ["TRITON_INTERPRET"] = "1" if _interprets else "0"
+        try:
+            multiprocessing.forkserver.ensure_running()
+        finally:
+            if saved is None:
+                del os.environ["TRITON_INTERPRET"]
+            else:
+                os.environ["TRITON_INTERPRET"] = saved
+        _context = context
     return _context
 
 
@@ -84,11 +115,14 @@ def run_pytest(args: list[str], cwd: Path, env: dict[str, str] | None = None,
                timeout: float = 600) -> subprocess.CompletedProcess:
     """`python -m pytest *args` in `cwd` with `env` (default: this process's), within `timeout` seconds:
     its exit status, stdout and stderr; subprocess.TimeoutExpired when it runs past the deadline."""
+    env = dict(os.environ if env is None else env)
     context = _server()
+    if interprets(env) != _interprets:  # Triton, preloaded, is in the other mode: a new interpreter
+        return subprocess.run([sys.executable, "-m", "pytest", *QUIET, *args], cwd=cwd, env=env, capture_output=True,
+                              text=True, errors="replace", timeout=timeout)
     with tempfile.TemporaryDirectory(prefix="pytest-run-") as folder:
         out, err = os.path.join(folder, "stdout"), os.path.join(folder, "stderr")
-        process = context.Process(target=_child, args=(list(args), str(cwd), dict(os.environ if env is None else env),
-                                                        out, err, _base_path()))
+        process = context.Process(target=_child, args=(list(args), str(cwd), env, out, err, _base_path()))
         process.start()
         process.join(timeout)
         if process.is_alive():

@@ -3,6 +3,7 @@ that rule at each kernel's first launch (the interpreter alone would run a plain
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -171,3 +172,25 @@ def test_the_gpu_compiler_refuses_what_the_check_refuses_and_builds_what_it_allo
     got = json.loads(done.stdout.splitlines()[-1])
     assert "Cannot access global variable SCALE" in got["plain"]["gpu"] and len(got["plain"]["check"]) == 1
     assert got["constant"] == {"gpu": "built", "check": []}
+
+
+REIMPORTED = """
+import sys
+import kernels  # its finder waits for Triton's interpreter
+for name in [name for name in sys.modules if name == "kernels" or name.startswith("kernels.")]:
+    del sys.modules[name]
+import kernels  # a new module, a new class of finder: as in a pytest run forked from a process that imported it
+import triton
+from triton.runtime.interpreter import InterpretedFunction
+print(sum(getattr(f, "after_triton_interpreter", False) for f in sys.meta_path),
+      getattr(InterpretedFunction.run, "_checks_globals", False),
+      InterpretedFunction.run.__globals__ is sys.modules["kernels.kernel_globals"].__dict__)
+"""
+
+
+@needs_interpreter
+def test_kernels_imported_twice_before_triton_still_lets_triton_import_and_installs_the_check(tmp_path):
+    done = subprocess.run([sys.executable, "-c", REIMPORTED], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["1", "True", "True"]  # one finder, and the check of the module imported last

@@ -41,3 +41,26 @@ def test_a_run_past_its_deadline_is_killed(tmp_path):
     (tmp_path / "test_slow.py").write_text("import time\n\ndef test_slow():\n    time.sleep(60)\n")
     with pytest.raises(subprocess.TimeoutExpired):
         run_pytest(["-q", "-p", "no:cacheprovider", "test_slow.py"], tmp_path, timeout=5)
+
+
+MODE_PROBE = '''
+import triton.language.standard as standard
+
+
+def test_reports_the_mode_of_tritons_own_kernels():
+    print("MODE=" + type(standard.cdiv).__name__)
+'''
+
+
+def test_a_run_gets_the_triton_mode_its_environment_asks_for(tmp_path):
+    """The forkserver imported Triton in one mode (triton.language's jitted functions are made then): a run whose
+    environment asks for the other still gets it, as in a new interpreter."""
+    pytest.importorskip("triton", reason="Triton's wheels are Linux only")
+    (tmp_path / "test_mode.py").write_text(MODE_PROBE)
+    found = {}
+    for value in ("1", "0", "1"):
+        done = run_pytest(["-q", "-s", "-p", "no:cacheprovider", "test_mode.py"], tmp_path,
+                          env={"PATH": "/usr/bin:/bin", "TRITON_INTERPRET": value})
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        found.setdefault(value, set()).add(done.stdout.split("MODE=")[1].split()[0])
+    assert found == {"1": {"InterpretedFunction"}, "0": {"JITFunction"}}
