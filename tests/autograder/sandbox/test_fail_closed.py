@@ -5,9 +5,10 @@ a daemon started at import that keeps rewriting results.json, import the grader,
 are graded through the generated run_autograder as Gradescope runs it: as root, in a mount namespace
 where `bwrap` fails as it does under Docker's seccomp profile and the pids cgroup is read-only. The
 worker then runs as an unprivileged user of its own. Nothing may score, nothing of that user may be
-left running, and results.json must be the grader's. A spy run tries the user-mode attacks (files left in
-world-writable folders, the network, the grader's hidden suites): none may succeed. A one-mistake submission graded the same way,
-by the command docs/term.md gives for trying it, gets feedback.md under 150 lines. Without any isolation the CLI refuses.
+left running, and results.json must be the grader's. A spy in the same stubs as the daemon tries the user-mode
+attacks (files left in world-writable folders, the network, the grader's hidden suites): none may succeed. A
+one-mistake submission graded the same way, by the command docs/term.md gives for trying it, gets feedback.md
+under 150 lines. Without any isolation the CLI refuses.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def _daemon(results, notes):
 _daemon(RESULTS, NOTES)
 """
 
-# Appended to the stubs' memory.py for the "spy" run: at import (in the worker, as its own user), what the
+# Appended to the stubs' memory.py after the daemon: at import (in the worker, as its own user), what the
 # third and fourth outside batteries tried in user mode. It leaves files in every world-writable folder (/run/lock
 # among them) and a System V shared memory segment, connects to a port the test listens on and reads the hidden
 # suites of the grader's package, and notes what it managed in NOTES/spy.json, where the test reads it.
@@ -187,18 +188,16 @@ def hosted(tmp_path_factory):
     runs = {}
     try:
         setup = namespace_setup(work)
-        for name in CHEATS + ("stubs", "spy"):
+        for name in CHEATS + ("stubs",):
             root = work / name
             (root / "results").mkdir(parents=True)
             (root / "source").symlink_to(source)
-            shutil.copytree(built["stubs" if name == "spy" else name], root / "submission")
-            if name == "stubs":  # the stubs plus the daemon: honest stubs score 0, so must this
-                with open(root / "submission" / ASSIGNMENT / "memory.py", "a") as handle:
-                    handle.write(DAEMON.replace("RESULTS", repr(str(root / "results"))).replace("NOTES", repr(str(notes))))
-            if name == "spy":
+            shutil.copytree(built[name], root / "submission")
+            if name == "stubs":  # the stubs plus the daemon and the spy: honest stubs score 0, so must this
                 spy = SPY.replace("NOTES", repr(str(notes))).replace("PORT", str(listener.getsockname()[1]))
                 spy = spy.replace("KEY", str(key))
                 with open(root / "submission" / ASSIGNMENT / "memory.py", "a") as handle:
+                    handle.write(DAEMON.replace("RESULTS", repr(str(root / "results"))).replace("NOTES", repr(str(notes))))
                     handle.write(spy.replace("MARKER", repr(marker)).replace("SOURCE", repr(str(root / "source"))))
             env = os.environ | {"AUTOGRADER_ROOT": str(root), "AUTOGRADER_PYTHON": sys.executable}
             runs[name] = (start(f"exec bash {root / 'source' / 'run_autograder'}", work, setup, env,
@@ -288,11 +287,11 @@ def test_nothing_of_the_worker_users_is_left_running(hosted):
 
 
 def test_the_user_mode_worker_leaves_nothing_reaches_no_network_and_reads_no_hidden_test(hosted):
-    """The spy (the stubs plus the user-mode attacks, at import in the worker) scores 0; what it wrote in /tmp,
-    /var/tmp, /dev/shm and /run/lock and its System V segment are gone after grading; it reached no port of
-    this machine (the seccomp filter refuses every socket family but AF_UNIX); and the grader's package, hidden
-    suites included, was closed to it."""
-    data = results_of(hosted, "spy")
+    """The stubs with the spy (the user-mode attacks, at import in the worker, after the daemon started) score
+    0; what it wrote in /tmp, /var/tmp, /dev/shm and /run/lock and its System V segment are gone after grading;
+    it reached no port of this machine (the seccomp filter refuses every socket family but AF_UNIX); and the
+    grader's package, hidden suites included, was closed to it."""
+    data = results_of(hosted, "stubs")
     assert data["score"] == 0 and len(data["tests"]) > 100
     spy = json.loads((hosted["_notes"] / "spy.json").read_text())  # it ran: the attack was tried
     marker, source, key = hosted["_spy"]
