@@ -179,6 +179,34 @@ def record(gradebook, assignment: str, result: NotebookScore, comment_cell: str)
     gradebook.db.commit()
 
 
+def check_gradebook(gradebook, course: Path, assignment: str, notebooks: list[Path]) -> None:
+    """Raise CourseError, naming what is missing and what to run, where the gradebook lacks the assignment, one
+    of its notebooks or a cell whose score or comment grading would write: before any notebook is graded."""
+    from nbgrader.api import MissingEntry
+
+    fix = (f"run `nbgrader generate_assignment {assignment} --force` in {course} (`make nbgrader` writes a course "
+           "whose gradebook has it), then grade again")
+    try:
+        gradebook.find_assignment(assignment)
+    except MissingEntry:
+        raise CourseError(f"the gradebook of {course} has no assignment {assignment!r}: {fix}") from None
+    for nb in notebooks:
+        try:
+            gradebook.find_notebook(nb.stem, assignment)
+        except MissingEntry:
+            raise CourseError(f"the gradebook of {course} has no notebook {nb.stem!r} in {assignment!r}: "
+                              f"{fix}") from None
+        cells, comment_cell = test_cells(nb)
+        wanted = [(cell.grade_id, gradebook.find_grade_cell) for cell in cells]
+        wanted += [(comment_cell, gradebook.find_solution_cell)] if comment_cell else []
+        for name, find in wanted:
+            try:
+                find(name, nb.stem, assignment)
+            except MissingEntry:
+                raise CourseError(f"the gradebook of {course} has no cell {name!r} in the notebook {nb.stem!r} of "
+                                  f"{assignment!r} (generated from another version of the notebook?): {fix}") from None
+
+
 def grade_course(course: Path, assignment: str, *, workers: int = 1, call_timeout: float = 60.0,
                  released: dict | None = None) -> list[NotebookScore]:
     """Grade every submitted notebook of the assignment and record the scores; return them. The feedback
@@ -199,6 +227,8 @@ def grade_course(course: Path, assignment: str, *, workers: int = 1, call_timeou
     jobs = [(student, folder / nb.name, nb) for student, folder in submissions(coursedir, assignment).items()
             for nb in notebooks if (folder / nb.name).is_file()]
     out = Path(coursedir.root) / "trusted"
+    with Gradebook(coursedir.db_url, coursedir.course_id) as gradebook:
+        check_gradebook(gradebook, course, assignment, notebooks)
 
     def run(job: tuple[str, Path, Path]) -> GradeReport:
         student, submitted, _ = job

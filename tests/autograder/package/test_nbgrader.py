@@ -165,6 +165,36 @@ def test_the_nbgrader_verb_refuses_a_folder_that_is_not_a_course(tmp_path):
     assert done.returncode == 2 and "not an nbgrader course directory" in done.stderr
 
 
+def test_the_nbgrader_verb_refuses_a_gradebook_without_the_assignment_or_a_cell_before_grading(packaged, tmp_path):
+    """A gradebook that lacks the assignment (nbgrader's generate_assignment never ran), or a cell of the source
+    notebook (generated from another version of it), is named with the command that fixes it, before any
+    notebook is graded: not a traceback after the whole class was graded."""
+    from tests.autograder.package.conftest import course_copy, solved_notebook
+
+    def verb(course):
+        return subprocess.run([sys.executable, "-m", "autograder", "nbgrader", str(course), ASSIGNMENT], cwd=ROOT,
+                              env=clean_env(), capture_output=True, text=True, timeout=300)
+
+    correct = solved_notebook(packaged.dist / "nbgrader", ASSIGNMENT)
+    course = course_copy(packaged.dist, tmp_path / "no-assignment", {"correct": correct})
+    (course / "gradebook.db").unlink()
+    done = verb(course)
+    assert done.returncode == 2 and f"has no assignment '{ASSIGNMENT}'" in done.stderr, done.stderr[-3000:]
+    assert f"nbgrader generate_assignment {ASSIGNMENT} --force" in done.stderr and "Traceback" not in done.stderr
+    assert not (course / "trusted").exists()
+
+    course = course_copy(packaged.dist, tmp_path / "other-version", {"correct": correct})
+    source = course / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+    nb = nbformat.read(source, as_version=4)
+    graded = next(cell for cell in nb.cells if cell.metadata.get("nbgrader", {}).get("grade")
+                  and "group" in cell.metadata.get("llmsys", {}))  # a test cell, whose score grading writes
+    graded.metadata["nbgrader"]["grade_id"] += "-renamed"
+    nbformat.write(nb, source)
+    done = verb(course)
+    assert done.returncode == 2 and "has no cell" in done.stderr and "-renamed" in done.stderr, done.stderr[-3000:]
+    assert not (course / "trusted").exists()
+
+
 def hidden_test_names(packaged) -> set[str]:
     """The hidden tests' function names (without parametrisation), which feedback must never show."""
     return {t.nodeid.split("::")[-1].split("[")[0] for t in packaged.tests
