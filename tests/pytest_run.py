@@ -14,6 +14,10 @@ TorchDispatchMode, which imports both). Triton fixes its mode when it is importe
 triton.language are interpreted or compiled from then on), and the forkserver imports it in the mode this
 process's environment gives. A run whose environment gives the other mode would meet Triton in the wrong one: it
 runs in a new interpreter instead (`subprocess.run`), as `python -m pytest` would.
+
+What the forkserver imported is then frozen out of the garbage collector's reach (`gc.freeze`,
+tests/forkserver/llmsys_forkserver_ready.py): pytest collects twice at the end of every run and Hypothesis once
+at its first test, and each such collection walked all of torch's objects, a third of a second of each run.
 """
 
 from __future__ import annotations
@@ -29,9 +33,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 # What every run imports before its first test: torch, numpy and pytest, and the plugins pytest loads from the
 # installed packages' entry points (hypothesis's imports all of hypothesis: a second of each run).
-# torch._dynamo and Triton: what entering any TorchDispatchMode imports, which every suite does.
+# torch._dynamo and Triton: what entering any TorchDispatchMode imports, which every suite does. Last, the module
+# that freezes all of that out of the garbage collector's reach (found in READY: this Python's forkserver does not
+# take the caller's sys.path).
 PRELOAD = ["torch", "numpy", "pytest", "hypothesis", "_hypothesis_pytestplugin", "anyio.pytest_plugin", "xdist.plugin",
-           "xdist.looponfail", "torch._dynamo", "triton", "triton.language"]
+           "xdist.looponfail", "torch._dynamo", "triton", "triton.language", "llmsys_forkserver_ready"]
+READY = Path(__file__).resolve().parent / "forkserver"
 # pytest would rewrite the asserts of those plugins' modules had they not been imported already, and says so: not
 # a warning about the run.
 QUIET = ["-W", "ignore::pytest.PytestAssertRewriteWarning"]
@@ -56,16 +63,19 @@ def _server():
         _interprets = interprets(os.environ)
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload(PRELOAD)
-        # The forkserver imports Triton in the mode decided here, whatever this environment leaves unsaid.
-        saved = os.environ.get("TRITON_INTERPRET")
-        os.environ["TRITON_INTERPRET"] = "1" if _interprets else "0"
+        # The forkserver imports Triton in the mode decided here, whatever this environment leaves unsaid, and
+        # finds READY's module; the runs get their own environment and sys.path (see _child).
+        path = os.pathsep.join(filter(None, [str(READY), os.environ.get("PYTHONPATH")]))
+        saved = {name: os.environ.get(name) for name in ("TRITON_INTERPRET", "PYTHONPATH")}
+        os.environ.update(TRITON_INTERPRET="1" if _interprets else "0", PYTHONPATH=path)
         try:
             multiprocessing.forkserver.ensure_running()
         finally:
-            if saved is None:
-                del os.environ["TRITON_INTERPRET"]
-            else:
-                os.environ["TRITON_INTERPRET"] = saved
+            for name, value in saved.items():
+                if value is None:
+                    del os.environ[name]
+                else:
+                    os.environ[name] = value
         _context = context
     return _context
 

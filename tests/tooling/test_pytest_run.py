@@ -64,3 +64,23 @@ def test_a_run_gets_the_triton_mode_its_environment_asks_for(tmp_path):
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
         found.setdefault(value, set()).add(done.stdout.split("MODE=")[1].split()[0])
     assert found == {"1": {"InterpretedFunction"}, "0": {"JITFunction"}}
+
+
+FROZEN_PROBE = """
+import gc
+import sys
+
+
+def test_reports_what_is_frozen():
+    print("FROZEN=%d" % gc.get_freeze_count(), "TORCH=%s" % ("torch" in sys.modules))
+"""
+
+
+def test_a_run_starts_with_the_forkservers_imports_frozen_out_of_the_collector(tmp_path):
+    """torch and the other preloads are imported and frozen (gc.freeze) before the fork: a run's collections do
+    not walk them."""
+    (tmp_path / "test_frozen.py").write_text(FROZEN_PROBE)
+    done = run_pytest(["-q", "-s", "-p", "no:cacheprovider", "test_frozen.py"], tmp_path)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    frozen = int(done.stdout.split("FROZEN=")[1].split()[0])
+    assert frozen > 100_000 and "TORCH=True" in done.stdout, done.stdout[-2000:]  # torch alone is over 200 000
