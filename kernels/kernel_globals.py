@@ -188,5 +188,5 @@ def install_on_import() -> None:
     if _INTERPRETER in sys.modules:
         install()
     else:  # one finder of this kind, this import's: its install() is the one the kernels' errors come from
-        sys.meta_path[:] = [finder for finder in sys.meta_path if not getattr(finder, "after_triton_interpreter", False)]
+        sys.meta_path[:] = [f for f in sys.meta_path if not getattr(f, "after_triton_interpreter", False)]
         sys.meta_path.insert(0, _AfterImport())

@@ -197,7 +197,8 @@ def hosted(tmp_path_factory):
                 spy = SPY.replace("NOTES", repr(str(notes))).replace("PORT", str(listener.getsockname()[1]))
                 spy = spy.replace("KEY", str(key))
                 with open(root / "submission" / ASSIGNMENT / "memory.py", "a") as handle:
-                    handle.write(DAEMON.replace("RESULTS", repr(str(root / "results"))).replace("NOTES", repr(str(notes))))
+                    daemon = DAEMON.replace("RESULTS", repr(str(root / "results")))
+                    handle.write(daemon.replace("NOTES", repr(str(notes))))
                     handle.write(spy.replace("MARKER", repr(marker)).replace("SOURCE", repr(str(root / "source"))))
             env = os.environ | {"AUTOGRADER_ROOT": str(root), "AUTOGRADER_PYTHON": sys.executable}
             runs[name] = (start(f"exec bash {root / 'source' / 'run_autograder'}", work, setup, env,
