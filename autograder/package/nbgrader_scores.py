@@ -179,9 +179,11 @@ def record(gradebook, assignment: str, result: NotebookScore, comment_cell: str)
     gradebook.db.commit()
 
 
-def check_gradebook(gradebook, course: Path, assignment: str, notebooks: list[Path]) -> None:
+def check_gradebook(gradebook, course: Path, assignment: str,
+                    notebooks: dict[Path, tuple[list[TestCell], str]]) -> None:
     """Raise CourseError, naming what is missing and what to run, where the gradebook lacks the assignment, one
-    of its notebooks or a cell whose score or comment grading would write: before any notebook is graded."""
+    of its notebooks (source notebook -> its test_cells) or a cell whose score or comment grading would write:
+    before any notebook is graded."""
     from nbgrader.api import MissingEntry
 
     fix = (f"run `nbgrader generate_assignment {assignment} --force` in {course} (`make nbgrader` writes a course "
@@ -190,13 +192,12 @@ def check_gradebook(gradebook, course: Path, assignment: str, notebooks: list[Pa
         gradebook.find_assignment(assignment)
     except MissingEntry:
         raise CourseError(f"the gradebook of {course} has no assignment {assignment!r}: {fix}") from None
-    for nb in notebooks:
+    for nb, (cells, comment_cell) in notebooks.items():
         try:
             gradebook.find_notebook(nb.stem, assignment)
         except MissingEntry:
             raise CourseError(f"the gradebook of {course} has no notebook {nb.stem!r} in {assignment!r}: "
                               f"{fix}") from None
-        cells, comment_cell = test_cells(nb)
         wanted = [(cell.grade_id, gradebook.find_grade_cell) for cell in cells]
         wanted += [(comment_cell, gradebook.find_solution_cell)] if comment_cell else []
         for name, find in wanted:
@@ -227,8 +228,9 @@ def grade_course(course: Path, assignment: str, *, workers: int = 1, call_timeou
     jobs = [(student, folder / nb.name, nb) for student, folder in submissions(coursedir, assignment).items()
             for nb in notebooks if (folder / nb.name).is_file()]
     out = Path(coursedir.root) / "trusted"
+    cells_of = {nb: test_cells(nb) for nb in notebooks}  # each source notebook read once, whatever the class's size
     with Gradebook(coursedir.db_url, coursedir.course_id) as gradebook:
-        check_gradebook(gradebook, course, assignment, notebooks)
+        check_gradebook(gradebook, course, assignment, cells_of)
 
     def run(job: tuple[str, Path, Path]) -> GradeReport:
         student, submitted, _ = job
@@ -240,7 +242,7 @@ def grade_course(course: Path, assignment: str, *, workers: int = 1, call_timeou
     results = []
     with Gradebook(coursedir.db_url, coursedir.course_id) as gradebook:
         for (student, submitted, nb), report in zip(jobs, reports):
-            cells, comment_cell = test_cells(nb)
+            cells, comment_cell = cells_of[nb]
             result = scored(student, submitted.stem, cells, report)
             record(gradebook, assignment, result, comment_cell)
             if report.tests:  # the trusted feedback says what nbgrader's comment says
