@@ -69,14 +69,16 @@ install: $(STAMP)
 
 # The stamp's name holds the checksum of pyproject.toml and the lock: a change to either names another stamp,
 # so the rule has no prerequisite (a fresh clone's newer file times must not reinstall into an existing venv).
-# pip checks every file it installs against the lock's hashes, and refuses a dependency the lock lacks.
-# pip writes no bytecode (--no-compile); compileall then writes all of it on every core at once, which pip does
-# one file at a time (on 2 cores, about 23 s instead of 39). The sandboxed workers need it: they import from the
-# read-only environment and could write none. A file that does not compile is skipped, as pip skips it.
+# The lock is installed by scripts/install_locked.py: uv (pinned in the lock, installed by pip first) with the
+# indexes and wheel folders pip is configured with, where it can (it unpacks on every core: about 4 s instead of
+# pip's 24 on 2 cores); pip where not, and a line says why. Both check every file against the lock's hashes, and
+# refuse a dependency the lock lacks. Neither writes bytecode; compileall then writes all of it on every core at
+# once, which pip does one file at a time (on 2 cores, about 23 s instead of 39). The sandboxed workers need it:
+# they import from the read-only environment and could write none. A file that does not compile is skipped.
 $(VENV)/.installed-%:
 	@test -x $(VENV)/bin/python || $(BOOTSTRAP) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-compile $(TORCH_PIN)$(if $(TORCH_INDEX), --index-url $(TORCH_INDEX))
-	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-compile --require-hashes -r $(LOCK)
+	$(VENV)/bin/python scripts/install_locked.py $(LOCK)
 	@$(VENV)/bin/python -m compileall -q -j 0 "$$($(VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >/dev/null || true
 	@rm -f $(VENV)/.installed-*
 	@touch $@

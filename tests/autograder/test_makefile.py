@@ -93,13 +93,15 @@ def copy(tmp_path) -> Path:
 def test_install_puts_torch_first_then_every_other_dependency_from_the_lock_with_its_hashes(copy):
     plan = make_in(copy, "-n", "install").stdout.splitlines()
     pips = [line for line in plan if " -m pip install " in line]
-    assert len(pips) == 2 and pips[0].endswith("pip install --quiet --disable-pip-version-check --no-compile "
+    assert len(pips) == 1 and pips[0].endswith("pip install --quiet --disable-pip-version-check --no-compile "
                                                "torch==2.13.0")
-    assert pips[1].endswith("pip install --quiet --disable-pip-version-check --no-compile --require-hashes "
-                            "-r requirements-instructor.lock")
-    # pip writes no bytecode; compileall writes all of the environment's, on every core, after both installs
+    # the lock by uv or pip, each checking the hashes (tests/tooling/test_install_locked.py)
+    locks = [line for line in plan if "scripts/install_locked.py" in line]
+    assert len(locks) == 1 and locks[0].endswith("/bin/python scripts/install_locked.py requirements-instructor.lock")
+    assert plan.index(pips[0]) < plan.index(locks[0])
+    # neither writes bytecode; compileall writes all of the environment's, on every core, after both installs
     compiles = [index for index, line in enumerate(plan) if " -m compileall " in line]
-    assert len(compiles) == 1 and plan.index(pips[1]) < compiles[0] < len(plan) - 1
+    assert len(compiles) == 1 and plan.index(locks[0]) < compiles[0] < len(plan) - 1
     assert "-j 0" in plan[compiles[0]] and "purelib" in plan[compiles[0]]
     assert plan[-1].startswith("touch .venv/.installed-")
 
