@@ -117,15 +117,18 @@ browser-tools:
 # process, as `A=` always does), the longest files first (tests/conftest.py). Two on two cores: a third
 # took as long (877 s against 881 s, fresh clones), with more load on every timing. Its many Python
 # processes keep their bytecode in build/pycache, also where PYTHONDONTWRITEBYTECODE is set, and outside
-# the source tree (the static checks refuse .pyc in solutions/). Before them, the reference's builds of every
-# compile check are made where build/build-cache lacks them (autograder/grading/buildcache.py; seconds, once per
-# reference and compiler): the many gradings of the reference and its mistakes then compile only what differs
-# (where they cannot be made, each grading compiles its own, as without them).
+# the source tree (the static checks refuse .pyc in solutions/); the environment's own bytecode is linked there
+# once per install (scripts/seed_pycache.py), which the suite's first minutes would otherwise compile again, a
+# dozen processes at once. Before them, the reference's builds of every compile check are made where
+# build/build-cache lacks them (autograder/grading/buildcache.py; seconds, once per reference and compiler): the
+# many gradings of the reference and its mistakes then compile only what differs (where they cannot be made, each
+# grading compiles its own, as without them).
 TEST_WORKERS ?= 2
 XDIST = $(shell $(PYTHON) -c 'import xdist' 2>/dev/null && echo yes)
 TEST_ENV := env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$(CURDIR)/build/pycache
 test: install sandbox-tools browser-tools
 	@test -z "$(A)" || test -d "assignments/$(A)" || { echo "make test A=$(A): no such assignment; A is one of:" $$(ls assignments); exit 2; }
+	$(if $(A),,-$(TEST_ENV) $(PYTHON) scripts/seed_pycache.py)
 	$(if $(A),,-$(TEST_ENV) $(PYTHON) -m autograder.grading.buildcache)
 	$(if $(A),$(PYTEST) tests/$(A),$(TEST_ENV) $(PYTEST) --durations=20 $(if $(filter-out 1,$(TEST_WORKERS)),$(if $(XDIST),-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)))
 
