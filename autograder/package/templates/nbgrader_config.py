@@ -8,6 +8,9 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedb
                             ".pytest_cache"]
 # A test cell runs a whole test file, and its hidden suite when graded: nbgrader's 30 s is too short.
 c.Execute.timeout = 600
+# A kernel started while the machine grades others (a class autograded at once) may take more than nbgrader's 60 s
+# to answer; the student's notebook must not fail for that.
+c.Execute.startup_timeout = 300
 # `nbgrader generate_feedback` (after nbgrader's own autograde) must not show the hidden tests: their
 # code is cut from the test cells, and the cells' outputs (which name the hidden tests run) cleared.
 # The trusted grader writes its own feedback to feedback/ (docs/term.md: nbgrader, step 5).

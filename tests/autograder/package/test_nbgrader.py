@@ -103,6 +103,18 @@ def trusted_only(packaged) -> float:
     return sum(c.metadata["nbgrader"]["points"] for c in cells if c.metadata.get("llmsys", {}).get("trusted"))
 
 
+def test_the_courses_config_gives_each_cell_ten_minutes_and_each_kernel_five_to_start(packaged):
+    """nbgrader's own Execute preprocessor, configured by the course as nbgrader configures it: a test cell runs a
+    whole test file (nbgrader's 30 s is too short), and a kernel started while the machine grades the class may
+    take more than nbgrader's 60 s to answer."""
+    from nbgrader.preprocessors import Execute
+
+    from autograder.package.nbgrader import course_config
+
+    execute = Execute(config=course_config(packaged.dist / "nbgrader"))
+    assert (execute.timeout, execute.startup_timeout) == (600, 300)
+
+
 def test_nbgrader_autograde_gives_the_correct_notebook_full_marks(packaged):
     """Full marks on every cell nbgrader can grade: not the written answers (formgrader's) nor the trusted
     grader's cell, which nbgrader's own autograde gives 0 (it cannot run those tests)."""
