@@ -65,8 +65,9 @@ def pytest_xdist_make_scheduler(config, log):
 
 @pytest.fixture(scope="session")
 def warm_grade():
-    """grade(submission, assignment=None, select=None): a GradeReport from one grading server
-    of this test process, started at its first call and ended with the session.
+    """grade(submission, assignment=None, select=None, seed=None): a GradeReport from one grading server
+    of this test process, started at its first call and ended with the session (seed: the randomised tests'
+    seed, else the submission's own).
 
     It is the path a cohort takes (`batch`: autograder.grading.client.GradingServer): the server imports torch,
     the reference and the test modules and starts its zygote once, then grades each submission in a child forked
@@ -78,9 +79,9 @@ def warm_grade():
 
     server = GradingServer()  # its process starts at the first grading
 
-    def grade(submission, assignment: str | None = None, select: str | None = None):
+    def grade(submission, assignment: str | None = None, select: str | None = None, seed: int | None = None):
         for _ in range(OVERLOAD_ATTEMPTS):
-            report = server.grade(submission, assignment=assignment, select=select)
+            report = server.grade(submission, assignment=assignment, select=select, seed=seed)
             if not report.overloaded:
                 break
         return report

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 
-from autograder.grading.client import GradingServer
 
 ROOT = Path(__file__).resolve().parents[3]
 STUBS = ROOT / "assignments"
@@ -104,21 +103,17 @@ def test_the_generator_answers_every_stub(tmp_path):
             ast.parse(text)
 
 
-def test_no_trivial_strategy_earns_a_point(tmp_path):
+def test_no_trivial_strategy_earns_a_point(tmp_path, warm_grade):
     """Graded by the real grader, each trivial strategy scores 0 in every assignment."""
-    server = GradingServer()
     earned = {}
-    try:
-        for strategy in graded_strategies():
-            report = server.grade(trivial_submission(tmp_path, strategy), seed=SEED)
-            assert report.tests, f"{strategy}: the grader produced no results: {report.log}"
-            earned[strategy] = sorted(f"{t.name} ({t.points:g})" for t in report.tests if t.points)
-    finally:
-        server.close()
+    for strategy in graded_strategies():
+        report = warm_grade(trivial_submission(tmp_path, strategy), seed=SEED)
+        assert report.tests, f"{strategy}: the grader produced no results: {report.log}"
+        earned[strategy] = sorted(f"{t.name} ({t.points:g})" for t in report.tests if t.points)
     assert earned == {strategy: [] for strategy in graded_strategies()}
 
 
-def test_a_required_call_that_is_only_named_earns_nothing(tmp_path):
+def test_a_required_call_that_is_only_named_earns_nothing(tmp_path, warm_grade):
     """attention_scores that names einops.einsum without calling it (and computes with torch.einsum) loses
     every attention_scores point, graded by the real grader; its ValueError test included."""
     tree = tmp_path / "named"
@@ -129,11 +124,7 @@ def test_a_required_call_that_is_only_named_earns_nothing(tmp_path):
     text = path.read_text()
     assert text.count(call) == 1, "the solution's attention_scores changed: update this test"
     path.write_text(text.replace(call, "einsum  # named, never called\n    return torch.einsum('...id,...jd->...ij', q, k)"))
-    server = GradingServer()
-    try:
-        report = server.grade(tree, assignment="resource_accounting", select="attention_scores", seed=SEED)
-    finally:
-        server.close()
+    report = warm_grade(tree, assignment="resource_accounting", select="attention_scores", seed=SEED)
     scores = [t for t in report.tests if t.task == "einops_ops.attention_scores"]
     assert len(scores) >= 4, f"too few attention_scores tests ran: {[t.name for t in report.tests]}"
     assert [(t.name, t.points) for t in scores if t.points] == []
