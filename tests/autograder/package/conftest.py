@@ -2,9 +2,9 @@
 
 `packaged` builds dist/ (release, Gradescope, nbgrader with nbgrader's own generate_assignment,
 Classroom) into a temporary folder from one collection of the tests, and starts in the background
-each end-to-end run that a selected test module waits for: the release's `make test` on the stubs
-and on the solutions, nbgrader's real autograde of a correct and of a stub notebook, the trusted
-grader on the nbgrader course, Gradescope's run_autograder, one Classroom step. They run side by side,
+each end-to-end run that a selected test module waits for (once, however many read it): the release's
+`make test` on the stubs and on the solutions, nbgrader's real autograde of a correct and of a stub
+notebook, the trusted grader on the nbgrader course, Gradescope's run_autograder, one Classroom step. They run side by side,
 so the whole packaging suite takes about as long as its slowest run.
 """
 
@@ -131,6 +131,8 @@ def course_copy(dist: Path, target: Path, notebooks: dict[str, nbformat.Notebook
 
 
 def release_job(packaged: Packaged, name: str, solved: bool) -> Job:
+    if name in packaged.jobs:  # started for another module already
+        return packaged.jobs[name]
     copy = packaged.work / name
     shutil.copytree(packaged.dist / "student", copy)
     if solved:
@@ -229,6 +231,7 @@ def classroom_hang_job(packaged: Packaged) -> Job:
 # The background runs each test module waits for: those needing only the release and the Gradescope
 # zip start first; those needing the collection (nbgrader, Classroom) start once it is done.
 EARLY = {"test_release": lambda p: [release_job(p, "release-stubs", False), release_job(p, "release-solved", True)],
+         "test_student_loop": lambda p: [release_job(p, "release-stubs", False)],
          "test_gradescope": lambda p: [gradescope_job(p)]}
 LATE = {"test_nbgrader": nbgrader_jobs, "test_classroom": lambda p: [classroom_job(p), classroom_hang_job(p)]}
 
@@ -243,7 +246,8 @@ def packaged(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     def start(jobs: dict) -> None:
         for module, make in jobs.items():
             for job in make(packaged) if module in selected else []:
-                packaged.jobs[job.name] = job.start()
+                if job.name not in packaged.jobs:  # a run two modules read is started once
+                    packaged.jobs[job.name] = job.start()
 
     try:
         release.build(packaged.dist / "student")

@@ -58,8 +58,11 @@ def failure(lines: list[str], test: str) -> list[str]:
     return lines[start:end]
 
 
-def test_the_first_run_on_the_stubs_fits_on_a_screen_and_ends_with_the_next_step(student):
-    code, lines = make_test(student)
+def test_the_first_run_on_the_stubs_fits_on_a_screen_and_ends_with_the_next_step(packaged):
+    """The release's `make test` on the bare stubs, as a student's first run (the packaging fixture's run of it,
+    which tests/autograder/package/test_release.py reads too)."""
+    code, output = packaged.job("release-stubs").wait()
+    lines = output.splitlines()
     text = "\n".join(lines)
     assert code != 0 and pytest_status(lines).endswith("Error 1"), text[-2000:]
     assert len(lines) < SCREEN, f"{len(lines)} lines:\n{text}"
