@@ -4,8 +4,8 @@
 Classroom) into a temporary folder from one collection of the tests, and starts in the background
 each end-to-end run that a selected test module waits for (once, however many read it): the release's
 `make test` on the stubs and on the solutions, nbgrader's real autograde of a correct and of a stub
-notebook, the trusted grader on the nbgrader course, Gradescope's run_autograder, one Classroom step. They run side by side,
-so the whole packaging suite takes about as long as its slowest run.
+notebook, the trusted grader on the nbgrader course, Gradescope's run_autograder, one Classroom step.
+They run side by side, so the whole packaging suite takes about as long as its slowest run.
 """
 
 from __future__ import annotations
