@@ -111,8 +111,8 @@ def constraints_apart(settings: dict[str, str], lock: str) -> None:
 
 
 def requirement_of(lock: str, name: str) -> str:
-    """The lock's entry for `name` (its pin, marker and hashes), as a requirements file of one line; NotForUv
-    where the lock has none."""
+    """The lock's entry for `name` (its pin, marker and hashes, continued lines and all), as a requirements file
+    of that entry alone; NotForUv where the lock has none."""
     lines = lock.splitlines()
     for index, line in enumerate(lines):
         if line.split("==")[0].strip().lower() == name and "==" in line:
