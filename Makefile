@@ -74,12 +74,13 @@ install: $(STAMP)
 # pip's 24 on 2 cores); pip where not, and a line says why. Both check every file against the lock's hashes, and
 # refuse a dependency the lock lacks. Neither writes bytecode; compileall then writes all of it on every core at
 # once, which pip does one file at a time (on 2 cores, about 23 s instead of 39). The sandboxed workers need it:
-# they import from the read-only environment and could write none. A file that does not compile is skipped.
+# they import from the read-only environment and could write none (so it is written there, whatever
+# PYTHONPYCACHEPREFIX the caller has set). A file that does not compile is skipped.
 $(VENV)/.installed-%:
 	@test -x $(VENV)/bin/python || $(BOOTSTRAP) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-compile $(TORCH_PIN)$(if $(TORCH_INDEX), --index-url $(TORCH_INDEX))
 	$(VENV)/bin/python scripts/install_locked.py $(LOCK)
-	@$(VENV)/bin/python -m compileall -q -j 0 "$$($(VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >/dev/null || true
+	@env -u PYTHONPYCACHEPREFIX $(VENV)/bin/python -m compileall -q -j 0 "$$($(VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >/dev/null || true
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 

@@ -103,6 +103,8 @@ def test_install_puts_torch_first_then_every_other_dependency_from_the_lock_with
     compiles = [index for index, line in enumerate(plan) if " -m compileall " in line]
     assert len(compiles) == 1 and plan.index(locks[0]) < compiles[0] < len(plan) - 1
     assert "-j 0" in plan[compiles[0]] and "purelib" in plan[compiles[0]]
+    # into the environment, where the sandboxed workers read it, even under a caller's PYTHONPYCACHEPREFIX
+    assert plan[compiles[0]].startswith("env -u PYTHONPYCACHEPREFIX ")
     assert plan[-1].startswith("touch .venv/.installed-")
 
 
