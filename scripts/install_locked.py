@@ -115,7 +115,7 @@ def requirement_of(lock: str, name: str) -> str:
     of that entry alone; NotForUv where the lock has none."""
     lines = lock.splitlines()
     for index, line in enumerate(lines):
-        if line.split("==")[0].strip().lower() == name and "==" in line:
+        if "==" in line and not line[:1].isspace() and name_of(line) == name:
             entry = [line]
             while entry[-1].rstrip().endswith("\\") and index + len(entry) < len(lines):
                 entry.append(lines[index + len(entry)])
@@ -128,12 +128,12 @@ def install_with_uv(lock: Path) -> None:
     listing = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True)
     if listing.returncode != 0:
         raise NotForUv(f"`pip config list` failed: {listing.stderr.strip()[-300:]}")
-    settings = pip_settings(listing.stdout)
+    settings, pins = pip_settings(listing.stdout), lock.read_text()
     options, environment = uv_options(settings)
-    constraints_apart(settings, lock.read_text())
+    constraints_apart(settings, pins)
     with tempfile.TemporaryDirectory(prefix="install-uv-") as folder:
         pinned = Path(folder) / "uv.txt"
-        pinned.write_text(requirement_of(lock.read_text(), "uv"))
+        pinned.write_text(requirement_of(pins, "uv"))
         subprocess.run([*PIP, "--require-hashes", "-r", str(pinned)], check=True)
     uv = [sys.executable, "-m", "uv", "pip", "install", "--quiet", "--python", sys.executable, "--require-hashes",
           "--index-strategy", "unsafe-best-match", *options, "-r", str(lock)]
