@@ -139,9 +139,17 @@ def batch_runs(assignment: str, available: int | None = None) -> list[tuple[str,
     return [(default_way(n, available), n) for n in (1, 2)]
 
 
+# What a run of the bench must not take from the caller: where Python finds the repository and which tree it
+# grades; pytest's options; and make's own variables. Under `make bench-grader` (or the suite's `make test`),
+# the student release's `make test` would otherwise run as a sub-make and take the caller's command-line
+# variables (`make test PYTEST=...`) for its own.
+NOT_PASSED_ON = ("PYTHONPATH", "LLMSYS_IMPL", "PYTEST_ADDOPTS", "MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES")
+
+
 def environment() -> dict[str, str]:
-    """This environment with this interpreter's scripts first on PATH (nbgrader runs `alembic` by name)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LLMSYS_IMPL", "PYTEST_ADDOPTS")}
+    """This environment (less NOT_PASSED_ON) with this interpreter's scripts first on PATH (nbgrader runs
+    `alembic` by name)."""
+    env = {k: v for k, v in os.environ.items() if k not in NOT_PASSED_ON}
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
     return env
 
