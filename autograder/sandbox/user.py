@@ -143,12 +143,22 @@ class Account:
         scratch.chmod(0o700)
 
 
+def closed_to_every_account(info: os.stat_result) -> bool:
+    """Whether `info` is a folder that no sandbox user may enter: no search permission for its group or for
+    others (with an ACL, the group's bits are its mask: a user named in it with search permission sets them),
+    and not a sandbox user's own. None of them can have written anything below it, or reach anything there;
+    and none can make a folder so (only its owner may change its mode, and its owner is not one of them)."""
+    return (stat.S_ISDIR(info.st_mode) and not info.st_mode & (stat.S_IXGRP | stat.S_IXOTH)
+            and not FIRST_UID <= info.st_uid < FIRST_UID + ACCOUNTS)
+
+
 @functools.lru_cache(maxsize=None)
 def world_writable(root: str = "/") -> tuple[str, ...]:
-    """Every folder below `root` that any user may write (mode o+w), outermost only (what lies below one is
-    covered with it), found once by a walk of the machine's filesystems that never follows a symlink and
-    skips the kernel's virtual ones (NOT_WALKED). About two seconds on a developer's machine: it is asked
-    for only where the worker runs as a user of its own."""
+    """Every folder below `root` that any user may write (mode o+w) and a sandbox user can reach, outermost
+    only (what lies below one is covered with it), found once by a walk of the machine's filesystems that never
+    follows a symlink, skips the kernel's virtual ones (NOT_WALKED) and enters no folder closed to every sandbox
+    user (`closed_to_every_account`: root's home, a grader's private temporary folders). About a second on a
+    developer's machine: it is asked for only where the worker runs as a user of its own."""
     found: list[str] = []
 
     def walk(top: str) -> None:
@@ -166,7 +176,7 @@ def world_writable(root: str = "/") -> tuple[str, ...]:
                     continue
                 if mode & stat.S_IWOTH:
                     found.append(entry.path)
-                elif entry.path not in NOT_WALKED:
+                elif entry.path not in NOT_WALKED and not closed_to_every_account(entry.stat(follow_symlinks=False)):
                     walk(entry.path)
 
     walk(root)
@@ -208,8 +218,10 @@ def remove_ipc_of(uid: int) -> list[str]:
 
 def remove_files_of(uid: int, roots: tuple[str, ...], removed_only: bool = False) -> list[str]:
     """Remove every file and folder `uid` owns below `roots` (its processes already gone); return those
-    that could not be removed (with `removed_only`: those that were). Symlinks are removed, never followed; the grader's own stage folders
-    (root's, named llmsys-*) are not entered: each is removed whole by the grading that made it."""
+    that could not be removed (with `removed_only`: those that were). Symlinks are removed, never followed; the
+    grader's own stage folders (root's, named llmsys-*) are not entered: each is removed whole by the grading that
+    made it; nor is a folder closed to every sandbox user (`closed_to_every_account`), below which `uid` can have
+    written nothing (a clone of this repository in a private temporary folder holds tens of thousands of files)."""
     left, gone = [], []
     for root in roots:
         for top, dirs, files in os.walk(root):  # never through a symlink
@@ -219,8 +231,9 @@ def remove_files_of(uid: int, roots: tuple[str, ...], removed_only: bool = False
                     info = os.lstat(path)
                 except OSError:
                     continue
-                if name in dirs and (info.st_uid == uid or (info.st_uid == 0 and name.startswith("llmsys-"))):
-                    dirs.remove(name)  # removed whole below, or the grader's own
+                if name in dirs and (info.st_uid == uid or (info.st_uid == 0 and name.startswith("llmsys-"))
+                                     or closed_to_every_account(info)):
+                    dirs.remove(name)  # removed whole below, the grader's own, or out of every sandbox user's reach
                 if info.st_uid != uid:
                     continue
                 try:

@@ -169,6 +169,30 @@ def test_the_world_writable_folders_are_found_by_walking_the_machine():
         assert "/run/lock" in found
 
 
+def test_the_walks_enter_no_folder_closed_to_every_sandbox_user(tmp_path):
+    """The sweep and the search for world-writable folders do not walk a folder that no sandbox user may enter
+    (no search permission for group or others, not a sandbox user's own: a grader's private temporary folder, a
+    clone of this repository there). What a sandbox user owns below one it cannot have written, and a
+    world-writable folder there it cannot reach; below a folder it may enter (by its mode for others, by its
+    group's bits, or as its owner), both are found."""
+    uid = user.FIRST_UID + user.ACCOUNTS - 1
+    layout = {"open": 0o755, "group": 0o710, "closed": 0o700, "theirs": 0o700}  # theirs: the sandbox user's own
+    for name, mode in layout.items():
+        (tmp_path / name / "anyone").mkdir(parents=True)
+        (tmp_path / name / "anyone").chmod(0o777)
+        (tmp_path / name / "anyone" / "left").write_text("left by the sandbox user")
+        os.chown(tmp_path / name / "anyone" / "left", uid, uid)
+        (tmp_path / name).chmod(mode)
+    os.chown(tmp_path / "theirs", uid, uid)
+    assert user.world_writable(str(tmp_path)) == tuple(str(tmp_path / n / "anyone")
+                                                      for n in ("group", "open", "theirs"))
+    assert (tmp_path / "closed").stat().st_uid == 0 and user.closed_to_every_account((tmp_path / "closed").stat())
+    removed = user.remove_files_of(uid, (str(tmp_path),), removed_only=True)
+    assert sorted(removed) == sorted([str(tmp_path / n / "anyone" / "left") for n in ("group", "open")]
+                                     + [str(tmp_path / "theirs")])
+    assert (tmp_path / "closed" / "anyone" / "left").exists()  # not walked: out of every sandbox user's reach
+
+
 def test_with_private_namespaces_nothing_the_worker_user_leaves_reaches_the_machine(leaver):
     """It wrote in every world-writable folder and made its IPC objects and a message queue, all inside its
     own namespaces: once it has exited, before any sweep, none of it is on the machine."""
