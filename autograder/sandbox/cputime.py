@@ -147,10 +147,12 @@ class Meter:
     def __init__(self, cpu: Callable[[], float | None] | None, budget: float, machine: Machine | None = None,
                  delay: Callable[[], float] | None = None) -> None:
         self.cpu, self.budget, self.delay = cpu, budget, delay
-        self.machine = machine or Machine()
         self.started = time.monotonic()
         self.base = cpu() if cpu is not None else None
-        self.delay_base = delay() if delay is not None else 0.0
+        # Where the wall clock is charged, no verdict asks the machine's load or the call's wait for a core: neither
+        # is read (without a cgroup, the wait is a scan of every process of /proc, at each call).
+        self.machine = (machine or Machine()) if self.counted else None
+        self.delay_base = delay() if delay is not None and self.counted else 0.0
         self.used = Usage()
         self.wall = 0.0
         self.last: str | None = None  # the verdict that stopped the call, if one did
@@ -162,7 +164,10 @@ class Meter:
 
     def read(self) -> Usage:
         self.wall = time.monotonic() - self.started
-        now = self.cpu() if self.counted else None
+        if not self.counted:
+            self.used = Usage()
+            return self.used
+        now = self.cpu()
         cpu = max(0.0, now - self.base) if now is not None and self.base is not None else 0.0
         delayed = max(0.0, self.delay() - self.delay_base) if self.delay is not None else self.wall
         waiting = min(self.machine.busy(self.wall), delayed, max(0.0, self.wall - cpu))

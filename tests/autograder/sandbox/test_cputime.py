@@ -399,6 +399,20 @@ def test_without_a_cgroup_a_short_call_still_passes(wall_worker):
     assert RemoteStudent(wall_worker, timeout=3).call("tricks.m:nap", 0.2) == 0.2
 
 
+def test_a_call_charged_its_wall_clock_reads_neither_its_wait_for_a_core_nor_the_machine():
+    """Without a CPU account no verdict asks how long the call waited for a core or how busy the machine was:
+    neither is read (the wait, there, is a scan of every process in /proc, at every call)."""
+    read = []
+    meter = Meter(None, budget=0.05, delay=lambda: read.append("delay") or 0.0)
+    assert meter.verdict() is None
+    time.sleep(0.06)
+    assert meter.verdict() == "wall" and meter.charged == meter.wall >= 0.05
+    assert read == [] and meter.machine is None
+    counted = Meter(lambda: 0.0, budget=1.0, delay=lambda: read.append("delay") or 0.0)
+    counted.verdict()
+    assert read == ["delay", "delay"] and counted.machine is not None  # with a CPU account, both are read
+
+
 def test_the_build_scenarios_carry_the_build_budget():
     from autograder.suites.flash_attention import scenarios as flash
     from autograder.suites.gpu_kernels import scenarios as kernels_scenarios
