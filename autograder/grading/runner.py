@@ -520,8 +520,9 @@ def serve(timeout: float, sandbox: str, overlap: bool = True) -> None:
     once the current one is done, and each compile check builds when it asks: where the workers already
     share the cores (`batch --overlap auto` with fewer than two cores per worker), a second busy process per
     worker would only slow the others down."""
-    zygotes = Zygotes(*protections_for(timeout, sandbox), builds=overlap)
-    warm(known_assignments())
+    zygotes = Zygotes(*protections_for(timeout, sandbox), builds=overlap, wait=False)
+    warm(known_assignments())  # while the zygote boots, on a core of its own
+    zygotes.wait()
     gc.collect()
     gc.freeze()  # the warm heap stays out of the children's collections: no copy-on-write of all of it
     try:
@@ -561,14 +562,27 @@ class Zygotes:
     resource_accounting cohort), or that builds only when each check asks (`builds=False`: --no-overlap), never
     pays its start (about 3 CPU s)."""
 
-    def __init__(self, protections: policy.Protections, gpu: bool, builds: bool = True) -> None:
+    def __init__(self, protections: policy.Protections, gpu: bool, builds: bool = True, wait: bool = True) -> None:
+        """The first zygote started; with `wait=False` not waited for: `wait()` before the first `take()`."""
         self.protections, self.gpu = protections, gpu
         self.builds = builds  # whether the children may build ahead (a builds' zygote is then started when asked)
         self.builds_failed = False  # it did not start once: the builds' workers start on their own from then on
-        self.current = start_zygote(protections, gpu)
+        self.current = start_zygote(protections, gpu, wait)
         self.served = 0
         self.users: dict[int, int] = {}  # id(zygote) -> children of the server that hold it
         self.retired: list[forked.Zygote] = []
+
+    def wait(self) -> None:
+        """Wait until the first zygote answers; where it does not, workers start on their own (as where it could
+        not be started)."""
+        if self.current is None or self.current.pid is not None:
+            return
+        try:
+            self.current.wait_ready(self.protections.limits.start_timeout)
+        except (forked.ZygoteUnavailable, OSError) as exc:
+            print(f"runner: workers start on their own, the zygote did not start ({exc})", file=sys.stderr, flush=True)
+            stop_zygote(self.current)
+            self.current = None
 
     def take(self) -> forked.Zygote | None:
         """The zygote for the next child (renewed first where due), or None: workers start on their own."""
@@ -617,16 +631,21 @@ class Zygotes:
             stop_zygote(zygote)
 
 
-def start_zygote(protections: policy.Protections, gpu: bool) -> forked.Zygote | None:
+def start_zygote(protections: policy.Protections, gpu: bool, wait: bool = True) -> forked.Zygote | None:
     """The grading server's zygote, its workers' warm parent (sandbox.forked), where this machine allows one and
     it starts; None (each worker an interpreter of its own, as for a single grading) where not. It starts before
-    the server imports the reference: nothing of the grader's own state could reach it."""
+    the server imports the reference: nothing of the grader's own state could reach it (a new interpreter under
+    bubblewrap, given no descriptor of the server's). With `wait=False`, it is only launched: its boot, a core's
+    work of seconds, overlaps the server's own imports (Zygotes.wait)."""
     if os.environ.get(forked.SWITCH, "auto") == "never" or not forked.available(protections, gpu)[0]:
         return None
     root = stages.make("grade")
     try:
         lib = staging.build_lib(root / "lib", known_assignments())
-        zygote = forked.Zygote.start(protections, root, lib, protections.limits.start_timeout)
+        if wait:
+            zygote = forked.Zygote.start(protections, root, lib, protections.limits.start_timeout)
+        else:
+            zygote = forked.Zygote(protections, root, lib)
     except (forked.ZygoteUnavailable, OSError) as exc:
         print(f"runner: workers start on their own, the zygote did not start ({exc})", file=sys.stderr, flush=True)
         staging.remove_tree(root)

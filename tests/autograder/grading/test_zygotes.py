@@ -64,6 +64,32 @@ def test_a_zygote_is_retired_after_its_share_of_submissions(zygotes, monkeypatch
     assert third is not first and not running(first) and running(third)
 
 
+def test_a_servers_first_zygote_boots_beside_the_servers_imports_and_one_that_never_answers_is_let_go():
+    """A server launches its first zygote and imports the reference and its tests while it boots (serve): the
+    zygote is running but not yet waited for when Zygotes returns, and answers once waited for. One that ends
+    before it answers is stopped, its folder removed, and the workers start on their own (take gives None)."""
+    protections = policy.detect("auto", policy.Limits(call_timeout=30, start_timeout=120))
+    usable, why = forked.available(protections, gpu=False)
+    if not usable:
+        pytest.skip(f"no zygote on this machine: {why}")
+    booting = runner.Zygotes(protections, gpu=False, wait=False)
+    try:
+        assert booting.current is not None and booting.current.pid is None and running(booting.current)
+        booting.wait()
+        assert booting.current is not None and booting.current.pid is not None and booting.current.healthy()
+    finally:
+        booting.close()
+    dying = runner.Zygotes(protections, gpu=False, wait=False)
+    try:
+        zygote = dying.current
+        os.killpg(zygote.popen.pid, signal.SIGKILL)  # ends before it answers
+        dying.wait()
+        assert dying.current is None and not running(zygote) and not zygote.root.exists()
+        assert dying.take() is None, "the workers start on their own"
+    finally:
+        dying.close()
+
+
 def test_a_zygote_in_a_long_temporary_directory_starts_and_answers(tmp_path, monkeypatch):
     """A socket's path holds at most 107 bytes: a server whose temporary directory is long (pytest's own, a
     cluster job's) must still fork its workers from its zygote, not fall back to a new interpreter per worker."""
