@@ -171,12 +171,12 @@ def world_writable(root: str = "/") -> tuple[str, ...]:
                 try:
                     if not entry.is_dir(follow_symlinks=False):
                         continue
-                    mode = entry.stat(follow_symlinks=False).st_mode
+                    info = entry.stat(follow_symlinks=False)
                 except OSError:
                     continue
-                if mode & stat.S_IWOTH:
+                if info.st_mode & stat.S_IWOTH:
                     found.append(entry.path)
-                elif entry.path not in NOT_WALKED and not closed_to_every_account(entry.stat(follow_symlinks=False)):
+                elif entry.path not in NOT_WALKED and not closed_to_every_account(info):
                     walk(entry.path)
 
     walk(root)
