@@ -563,7 +563,7 @@ class Zygotes:
     pays its start (about 3 CPU s)."""
 
     def __init__(self, protections: policy.Protections, gpu: bool, builds: bool = True, wait: bool = True) -> None:
-        """The first zygote started; with `wait=False` not waited for: `wait()` before the first `take()`."""
+        """The first zygote started; with `wait=False` only launched (`wait()`, or the first `take()`, waits)."""
         self.protections, self.gpu = protections, gpu
         self.builds = builds  # whether the children may build ahead (a builds' zygote is then started when asked)
         self.builds_failed = False  # it did not start once: the builds' workers start on their own from then on
@@ -586,6 +586,7 @@ class Zygotes:
 
     def take(self) -> forked.Zygote | None:
         """The zygote for the next child (renewed first where due), or None: workers start on their own."""
+        self.wait()  # a first zygote not waited for yet
         if self.current is not None and (self.served >= RETIRE_AFTER or not self.current.healthy()):
             self.retired.append(self.current)
             builds = self.current.builds is not None
