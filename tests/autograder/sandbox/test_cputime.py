@@ -404,7 +404,7 @@ def test_a_call_charged_its_wall_clock_reads_neither_its_wait_for_a_core_nor_the
     neither is read (the wait, there, is a scan of every process in /proc, at every call)."""
     read = []
     meter = Meter(None, budget=0.05, delay=lambda: read.append("delay") or 0.0)
-    assert meter.verdict() is None
+    meter.verdict()  # whatever it says so soon (a loaded machine may stall this process past the budget)
     time.sleep(0.06)
     assert meter.verdict() == "wall" and meter.charged == meter.wall >= 0.05
     assert read == [] and meter.machine is None
