@@ -22,6 +22,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from autograder import bench
 from autograder.package import classroom, gradescope, nbgrader, release
 from autograder.package.collect import CollectedTest, collect
 from autograder.package.layout import ROOT, assignments
@@ -31,13 +32,11 @@ JOB_TIMEOUT = 900
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    """This environment without what would point a run at the repository instead of the copy it tests."""
-    # MAKELEVEL and MAKEFLAGS too: under the repository's `make test`, a copy's make would run as a
-    # sub-make (its messages read "make[1]:") and the harness would take it for the student's own make.
-    skip = ("PYTHONPATH", "LLMSYS_IMPL", "PYTEST_ADDOPTS", "MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES")
-    env = {k: v for k, v in os.environ.items() if k not in skip}
-    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
-    return env | extra
+    """This environment without what would point a run at the repository instead of the copy it tests, as the
+    bench runs a copy (autograder.bench.environment): make's variables too, under the repository's `make test`
+    a copy's make would run as a sub-make (its messages read "make[1]:") and the harness would take it for the
+    student's own make."""
+    return bench.environment() | extra
 
 
 @dataclass
