@@ -17,7 +17,7 @@ So that a CPU run meets the rule too, `install()` wraps the interpreter's launch
 first launch of each kernel reads, with `dis`, the globals its code loads, and those of the @triton.jit
 functions it calls, and raises `KernelGlobalError` naming the global, the function, the line and the
 fix. Each function is checked once. Importing `kernels` installs it in every process that interprets
-Triton, as soon as Triton's interpreter is imported (kernels/__init__.py).
+Triton, as soon as Triton's interpreter is imported (kernels/__init__.py), with kernels.interpreter_calls.
 """
 
 from __future__ import annotations
@@ -151,6 +151,15 @@ def install() -> bool:
     return True
 
 
+def install_all() -> None:
+    """What this package puts on Triton's interpreter: the check of kernels' globals (install()) and the calls of
+    jit functions that do not patch triton.language again (kernels.interpreter_calls)."""
+    from kernels import interpreter_calls
+
+    interpreter_calls.install()
+    install()
+
+
 _INTERPRETER = "triton.runtime.interpreter"
 
 
@@ -175,7 +184,7 @@ class _AfterImport(importlib.abc.MetaPathFinder):
 
                 def exec_module(module, run=run):
                     run(module)
-                    install()
+                    install_all()
 
                 spec.loader.exec_module = exec_module
                 return spec
@@ -183,10 +192,10 @@ class _AfterImport(importlib.abc.MetaPathFinder):
 
 
 def install_on_import() -> None:
-    """install() now if Triton's interpreter is imported already, else as soon as it is; nothing without
+    """install_all() now if Triton's interpreter is imported already, else as soon as it is; nothing without
     Triton (macOS, Windows)."""
     if _INTERPRETER in sys.modules:
-        install()
+        install_all()
     else:  # one finder of this kind, this import's: its install() is the one the kernels' errors come from
         sys.meta_path[:] = [f for f in sys.meta_path if not getattr(f, "after_triton_interpreter", False)]
         sys.meta_path.insert(0, _AfterImport())
