@@ -205,12 +205,14 @@ class GradingServer:
         self.count = 0
 
     def grade(self, submission: Path, assignment: str | None = None, select: str | None = None,
-              seed: int | None = None, secret: str = "") -> GradeReport:
-        """Grade one submission (its own seed unless `seed` is given); the caller regrades an overloaded
-        report with less running beside it (autograder.cohort.batch)."""
+              seed: int | None = None, secret: str = "", *, seed_name: str | None = None, out: Path | None = None,
+              released: dict | None = None) -> GradeReport:
+        """Grade one submission (its own seed unless `seed` is given, drawn from `seed_name` where the folder's
+        name is not the student's); the caller regrades an overloaded report with less running beside it
+        (autograder.cohort.batch). The files written to `out` hold the answers of the assignments in `released`."""
         started = time.monotonic()
         submission = Path(submission).resolve()
-        seed = seed if seed is not None else seed_for(submission_name(submission), secret)
+        seed = seed if seed is not None else seed_for(seed_name or submission_name(submission), secret)
         if self.proc is None or self.proc.poll() is not None:
             self._release()
             self.proc, self.lifeline = _start_runner(["--serve", *self.options], stdin=subprocess.PIPE,
@@ -227,7 +229,7 @@ class GradingServer:
             failure = f"the grading server failed: {exc}"
         finally:
             self.busy = False
-        return _finish(_result(submission, target, failure, seed), started, None)
+        return _finish(_result(submission, target, failure, seed), started, out, released)
 
     def close(self, timeout: float = 120.0) -> None:
         """End the server: it cleans up its prestarted child; one that does not finish in time is ended.
@@ -262,13 +264,15 @@ class ServerPool:
         self.seed, self.secret = seed, secret
         self.local, self.servers, self.lock = threading.local(), [], threading.Lock()
 
-    def grade(self, submission: Path) -> GradeReport:
+    def grade(self, submission: Path, **where) -> GradeReport:
+        """Grade one submission on this thread's server, with the pool's selection, seed and secret; `where`:
+        GradingServer.grade's assignment, seed_name, out and released."""
         server = getattr(self.local, "server", None)
         if server is None:
             server = self.local.server = GradingServer(**self.options)
             with self.lock:
                 self.servers.append(server)
-        return server.grade(submission, select=self.select, seed=self.seed, secret=self.secret)
+        return server.grade(submission, select=self.select, seed=self.seed, secret=self.secret, **where)
 
     def close(self) -> None:
         """Close every server, even when closing one of them fails."""

@@ -357,7 +357,7 @@ def run(job: Job, slot: Slot, protections: policy.Protections) -> GradeReport:
     submission = open_submission(Path(job.submission), slot.stage, known_assignments())
     timings = {"sandbox_build": slot.built, "stage": time.monotonic() - started}
     if submission.refused:  # nothing to grade: "not gradable", with the reason, rather than 0 points
-        return GradeReport(submission.name, log=protections.lines() + submission.problems,
+        return GradeReport(submission.name, log=protections.lines() + submission.problems, seed=job.seed,
                            execution_time=time.monotonic() - started, not_gradable=submission.refused,
                            timings=rounded(timings))
     chosen = job.assignments or submission.packages or known_assignments()

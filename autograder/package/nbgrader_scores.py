@@ -6,7 +6,8 @@ the scores into the course's gradebook through nbgrader's own Gradebook API.
 nbgrader's own autograde runs student code in the kernel that runs the tests, so a notebook can
 change its own score (an input transformer is enough). Here each submitted notebook is turned into
 the package layout (autograder.grading.notebook) and graded like any submission, student code in the
-sandboxed worker. Each test cell then gets, as its manual score (which nbgrader counts instead of its
+sandboxed worker, by warm grading servers as a batch is (one per worker: a fresh sandboxed worker forked for each
+notebook). Each test cell then gets, as its manual score (which nbgrader counts instead of its
 own autograded one), its points times the share of its group's points (collect.group_of) that the
 trusted grader awarded, out of those it could grade on this machine; the trusted grader's cell
 (autograder.package.nbgrader.TRUSTED_CELL, worth the tests needing the reference solution and the numeric
@@ -215,7 +216,7 @@ def grade_course(course: Path, assignment: str, *, workers: int = 1, call_timeou
     from nbgrader.api import Gradebook
     from nbgrader.coursedir import CourseDirectory
 
-    from autograder.grading.client import grade
+    from autograder.grading.client import ServerPool, grade, overlaps
 
     use_this_environment()
     coursedir = CourseDirectory(config=course_config(course))
@@ -232,13 +233,25 @@ def grade_course(course: Path, assignment: str, *, workers: int = 1, call_timeou
     with Gradebook(coursedir.db_url, coursedir.course_id) as gradebook:
         check_gradebook(gradebook, course, assignment, cells_of)
 
+    # Warm grading servers, one per worker, as a batch grades: each imports torch, the reference and the tests
+    # once and forks a fresh sandboxed worker per notebook. A notebook that met an overloaded machine is graded
+    # again by a runner of its own, which tries again before it gives up (client.grade).
+    servers = ServerPool(call_timeout=call_timeout, overlap=overlaps("auto", workers))
+
     def run(job: tuple[str, Path, Path]) -> GradeReport:
         student, submitted, _ = job
-        return grade(submitted, out=out / student / assignment / submitted.stem, assignment=package,
-                     call_timeout=call_timeout, released=released, seed_name=student)
+        where = dict(out=out / student / assignment / submitted.stem, assignment=package, released=released,
+                     seed_name=student)
+        report = servers.grade(submitted, **where)
+        if report.overloaded:
+            report = grade(submitted, call_timeout=call_timeout, **where)
+        return report
 
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        reports = list(pool.map(run, jobs))
+    try:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            reports = list(pool.map(run, jobs))
+    finally:
+        servers.close()
     results = []
     with Gradebook(coursedir.db_url, coursedir.course_id) as gradebook:
         for (student, submitted, nb), report in zip(jobs, reports):

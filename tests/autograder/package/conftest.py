@@ -177,8 +177,8 @@ def nbgrader_jobs(packaged: Packaged) -> list[Job]:
                                                  "--create"], course, work / f"autograde-{student}.log"))
     course = course_copy(dist, work / "course-trusted",
                          {"correct": correct, "cheat": cheating_notebook(dist / "nbgrader", ASSIGNMENT)})
-    jobs.append(Job("trusted", [sys.executable, "-m", "autograder", "nbgrader", str(course), ASSIGNMENT,
-                                "--workers", "2"], ROOT, work / "trusted.log"))
+    jobs.append(Job("trusted", [sys.executable, "-m", "autograder", "nbgrader", str(course), ASSIGNMENT], ROOT,
+                    work / "trusted.log"))
     return jobs
 
 

@@ -13,6 +13,7 @@ from autograder.grading.notebook import read_modules
 from autograder.package.notebook_tests import counted
 from autograder.model.results import GradeReport
 from autograder.report.parts import fraction, parts_of
+from autograder.sandbox import forked, policy
 from autograder.written.answers import handout_questions
 from tests.autograder.package.conftest import ASSIGNMENT, clean_env
 
@@ -146,6 +147,13 @@ def test_the_trusted_grader_writes_its_scores_into_the_gradebook_and_flags_ipyth
     assert score == 0 and maximum > 100 and "input_transformers_post" in note
     feedback = (course / "trusted" / "cheat" / ASSIGNMENT / ASSIGNMENT / "feedback.md").read_text()
     assert "touches IPython's machinery" in feedback and "input_transformers_post" in feedback
+    # graded as a batch is, by a warm grading server: where this machine allows a zygote, each notebook's worker was
+    # forked from it, not started afresh
+    if forked.available(policy.detect("auto"), gpu=False)[0]:
+        for student in ("correct", "cheat"):
+            log = GradeReport.from_json((course / "trusted" / student / ASSIGNMENT / ASSIGNMENT / "report.json")
+                                        .read_text()).log
+            assert any(line.startswith("workers: forked from the grading server's zygote") for line in log), log
 
 
 def test_nbgraders_export_is_the_trusted_grade_same_points_same_maximum(packaged):
