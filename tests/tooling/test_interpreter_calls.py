@@ -110,7 +110,9 @@ def test_triton_language_is_restored_at_the_launchs_end_even_when_the_launch_fai
     from kernels import interpreter_calls
 
     assert tl.core.is_builtin(tl.load) and tl.core.is_builtin(tl.tensor.__add__)
-    with pytest.raises(Exception):
+    from triton.runtime.errors import InterpreterError
+
+    with pytest.raises(InterpreterError):
         kernel.run(torch.ones(20), 3, fail=True)
     assert tl.core.is_builtin(tl.load) and tl.core.is_builtin(tl.tensor.__add__)
     assert getattr(interpreter_calls._STATE, "patched", None) is None  # no launch is in progress any more
