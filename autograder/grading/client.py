@@ -213,23 +213,28 @@ class GradingServer:
         started = time.monotonic()
         submission = Path(submission).resolve()
         seed = seed if seed is not None else seed_for(seed_name or submission_name(submission), secret)
+        self.count += 1
+        target = Path(self.tmp.name) / f"report-{self.count}.json"
+        failure = self._exchange(_job(submission, target, assignment, select, seed))
+        return _finish(_result(submission, target, failure, seed), started, out, released)
+
+    def _exchange(self, job: dict) -> str:
+        """Hand one job to the runner (started here where none is running) and wait for its answer: "" where it
+        says it wrote the report, else what went wrong."""
         if self.proc is None or self.proc.poll() is not None:
             self._release()
             self.proc, self.lifeline = _start_runner(["--serve", *self.options], stdin=subprocess.PIPE,
                                                      stdout=subprocess.PIPE, text=True)
-        self.count += 1
-        target = Path(self.tmp.name) / f"report-{self.count}.json"
         self.busy = True
         try:
-            self.proc.stdin.write(json.dumps(_job(submission, target, assignment, select, seed)) + "\n")
+            self.proc.stdin.write(json.dumps(job) + "\n")
             self.proc.stdin.flush()
             reply = json.loads(self.proc.stdout.readline() or "{}")
-            failure = "" if reply.get("status") == 0 else f"the runner answered {reply or 'nothing'}"
+            return "" if reply.get("status") == 0 else f"the runner answered {reply or 'nothing'}"
         except (OSError, ValueError) as exc:
-            failure = f"the grading server failed: {exc}"
+            return f"the grading server failed: {exc}"
         finally:
             self.busy = False
-        return _finish(_result(submission, target, failure, seed), started, out, released)
 
     def close(self, timeout: float = 120.0) -> None:
         """End the server: it cleans up its prestarted child; one that does not finish in time is ended.

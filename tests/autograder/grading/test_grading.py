@@ -221,5 +221,6 @@ def test_every_edit_of_the_mistakes_still_applies(tmp_path):
 
 def test_a_submission_with_no_packages_is_not_gradable_with_the_reason_not_a_zero(tmp_path):
     (tmp_path / "empty").mkdir()
-    report = grade(tmp_path / "empty", assignment=ASSIGNMENT, call_timeout=20, select="test_memory")
+    report = grade(tmp_path / "empty", assignment=ASSIGNMENT, call_timeout=20, select="test_memory", seed=1234)
     assert report.tests == [] and "no files to grade" in report.not_gradable
+    assert report.seed == 1234  # the runner's report says which seed the grading had, though no test drew from it

@@ -114,7 +114,12 @@ def seeds_used(monkeypatch, tmp_path) -> list[int]:
         used.append(seed)
         return GradeReport(submission=submission.name, seed=seed)
 
+    def served(server, job):  # a grading server's job: "" says the report is written; none is, so none is read
+        used.append(job["seed"])
+        return ""
+
     monkeypatch.setattr(client, "_grade_once", graded)
+    monkeypatch.setattr(client.GradingServer, "_exchange", served)
     monkeypatch.chdir(tmp_path)
     return used
 
@@ -157,19 +162,19 @@ def nbgrader_course(course: Path, assignment: str, students: list[str]) -> Path:
     return course
 
 
-def test_nbgrader_grades_each_student_with_their_own_seed(tmp_path, monkeypatch):
-    """Graded for real, by the warm grading server the nbgrader verb starts: every student submits the same
-    notebook name, and each report holds the seed drawn from the student's id, the same on a regrade."""
+def test_nbgrader_grades_each_student_with_their_own_seed(tmp_path, seeds_used, monkeypatch):
+    """The nbgrader verb's grading server is handed, for each notebook, the seed of the student's id (every
+    student submits the same notebook name), the same on a regrade; the report it stores holds it."""
     # nbgrader's gradebook is not the point here: this course has none
     monkeypatch.setattr(nbgrader_scores, "check_gradebook", lambda *args: None)
     monkeypatch.setattr(nbgrader_scores, "record", lambda *args: None)
     monkeypatch.setenv("PATH", os.environ.get("PATH", ""))  # grade_course puts this interpreter's scripts first
-    monkeypatch.chdir(tmp_path)  # no course file here adds a secret
     course = nbgrader_course(tmp_path / "course", ASSIGNMENT, ["alice", "bob"])
     for _ in range(2):  # a regrade
         results = nbgrader_scores.grade_course(course, ASSIGNMENT)
         assert [r.student for r in results] == ["alice", "bob"]
         assert [r.report.seed for r in results] == [seed_for("alice"), seed_for("bob")]
+    assert seeds_used == [seed_for("alice"), seed_for("bob")] * 2
     assert seed_for("alice") != seed_for("bob")
     stored = course / "trusted" / "bob" / ASSIGNMENT / ASSIGNMENT / "report.json"
     assert GradeReport.from_json(stored.read_text()).seed == seed_for("bob")
