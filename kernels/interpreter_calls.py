@@ -31,10 +31,9 @@ class _NothingToRestore:
         pass
 
 
-def _languages(fn) -> frozenset[int]:
-    """The ids of triton.language and triton.language.core among the globals of `fn`: what `_patch_lang(fn)` patches."""
-    import triton.language as tl
-
+def _languages(fn, tl) -> frozenset[int]:
+    """The ids of triton.language (`tl`) and triton.language.core among the globals of `fn`: what `_patch_lang(fn)`
+    patches."""
     return frozenset(id(value) for value in list(fn.__globals__.values()) if value is tl or value is tl.core)
 
 
@@ -42,6 +41,7 @@ def install() -> bool:
     """Skip the patching already done within a launch (see the module); False where Triton's interpreter has not the
     two functions this relies on. Installing twice changes nothing."""
     try:
+        import triton.language as tl
         from triton.runtime import interpreter
     except ImportError:
         return False
@@ -68,7 +68,7 @@ def install() -> bool:
         patched = getattr(_STATE, "patched", None)
         if patched is None:  # outside a launch: as Triton does
             return patch(fn)
-        languages = _languages(fn)
+        languages = _languages(fn, tl)
         if languages and languages <= patched:
             return _NothingToRestore()
         scope = patch(fn)  # Triton's own, which also refuses a function that holds neither module

@@ -580,7 +580,7 @@ class Zygotes:
         try:
             self.current.wait_ready(self.protections.limits.start_timeout)
         except (forked.ZygoteUnavailable, OSError) as exc:
-            print(f"runner: workers start on their own, the zygote did not start ({exc})", file=sys.stderr, flush=True)
+            say_workers_start_alone(exc)
             stop_zygote(self.current)
             self.current = None
 
@@ -632,6 +632,11 @@ class Zygotes:
             stop_zygote(zygote)
 
 
+def say_workers_start_alone(exc: BaseException) -> None:
+    """The server's line where its zygote could not start or did not answer: each worker then starts on its own."""
+    print(f"runner: workers start on their own, the zygote did not start ({exc})", file=sys.stderr, flush=True)
+
+
 def start_zygote(protections: policy.Protections, gpu: bool, wait: bool = True) -> forked.Zygote | None:
     """The grading server's zygote, its workers' warm parent (sandbox.forked), where this machine allows one and
     it starts; None (each worker an interpreter of its own, as for a single grading) where not. It starts before
@@ -648,7 +653,7 @@ def start_zygote(protections: policy.Protections, gpu: bool, wait: bool = True) 
         else:
             zygote = forked.Zygote(protections, root, lib)
     except (forked.ZygoteUnavailable, OSError) as exc:
-        print(f"runner: workers start on their own, the zygote did not start ({exc})", file=sys.stderr, flush=True)
+        say_workers_start_alone(exc)
         staging.remove_tree(root)
         return None
     _ZYGOTES.append(zygote)
