@@ -75,10 +75,11 @@ def seed_for(name: str, secret: str = "") -> int:
 def _runner_env() -> dict[str, str]:
     """The runner's environment: a fixed hash seed, so that what pytest prints of sets and dicts (its
     assertion diffs, in the students' feedback) is the same on every grading, as the worker's already is; and
-    no pytest plugin loaded from the installed packages' entry points, so that the plugins a machine happens
-    to have (pytest-randomly, anyio, hypothesis's) neither change a grade nor cost each runner their imports
-    (a quarter of the grader's CPU on resource_accounting). The runner names the plugins it uses."""
-    return {**os.environ, "PYTHONHASHSEED": "0", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    no plugin loaded from the installed packages' entry points, neither pytest's (pytest-randomly, anyio,
+    hypothesis's) nor Hypothesis's own (trio registers one; any may load a settings profile of fewer examples),
+    so that the plugins a machine happens to have neither change a grade nor cost each runner their imports (a
+    quarter of the grader's CPU on resource_accounting; trio's, 0.3 s). The runner names the plugins it uses."""
+    return {**os.environ, "PYTHONHASHSEED": "0", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "HYPOTHESIS_NO_PLUGINS": "1"}
 
 
 def _start_runner(arguments: list[str], **popen) -> tuple[subprocess.Popen, int]:
