@@ -123,10 +123,12 @@ browser-tools:
 # dozen processes at once. Before them, the reference's builds of every compile check are made where
 # build/build-cache lacks them (autograder/grading/buildcache.py; seconds, once per reference and compiler): the
 # many gradings of the reference and its mistakes then compile only what differs (where they cannot be made, each
-# grading compiles its own, as without them).
+# grading compiles its own, as without them). No Hypothesis plugin of the environment's packages is loaded
+# (HYPOTHESIS_NO_PLUGINS: trio's, a dependency of the browser tests' selenium, costs each pytest process 0.3 s),
+# as the grader's runner loads none.
 TEST_WORKERS ?= 2
 XDIST = $(shell $(PYTHON) -c 'import xdist' 2>/dev/null && echo yes)
-TEST_ENV := env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$(CURDIR)/build/pycache
+TEST_ENV := env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$(CURDIR)/build/pycache HYPOTHESIS_NO_PLUGINS=1
 test: install sandbox-tools browser-tools
 	@test -z "$(A)" || test -d "assignments/$(A)" || { echo "make test A=$(A): no such assignment; A is one of:" $$(ls assignments); exit 2; }
 	$(if $(A),,-$(TEST_ENV) $(PYTHON) scripts/seed_pycache.py)
