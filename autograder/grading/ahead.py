@@ -17,6 +17,12 @@ compiler process that imports the submission anew.
 A check whose value test fails never asks: its build was done for nothing, off the critical path. The second
 worker is stopped once its builds are done (the answers are kept here), or with the first when the tests end,
 whatever it is still doing.
+
+Where the grading's workers already share the cores (a grading server without overlap), the builds are `lazy`:
+nothing starts until the first check asks, and then the same second worker makes every planned build while the
+tests wait. It still saves the submission's worker a new interpreter per check: that worker interprets Triton, so
+each of its builds would start a compiler process that imports torch and Triton (kernels.crosscompile.request),
+where the builds' worker, forked from the builds' zygote, forks each compile from a process that compiles.
 """
 
 from __future__ import annotations
@@ -61,8 +67,11 @@ class BuildsAhead:
     takes `calls` (a list of its keyword arguments) and gives their answers in order, every build in one
     compiler process; its `cpu_budget` is the request's."""
 
-    def __init__(self, worker: Worker, calls: list[tuple[Callable, dict]]) -> None:
+    def __init__(self, worker: Worker, calls: list[tuple[Callable, dict]], lazy: bool = False) -> None:
         self.worker = worker
+        # lazy: nothing starts until a check asks (a server without overlap, whose workers share the cores);
+        # then every planned build is made at once, the tests waiting
+        self.lazy = lazy
         self.answers: dict[str, Any] = {}
         self.seconds = 0.0  # wall clock of the builds, from the start to the last answer
         self.given = 0  # the reference's builds copied into its worker's Triton cache (autograder.grading.buildcache)
@@ -74,7 +83,8 @@ class BuildsAhead:
         self.names = {scenario_name(scenario) for scenario in self.groups}
         self.planned = {key(scenario_name(scenario), kwargs) for scenario, kwargs in calls}
         self.thread = threading.Thread(target=self._run, name="builds-ahead", daemon=True)
-        self.thread.start()
+        if not lazy:
+            self.thread.start()
 
     def _run(self) -> None:
         started = time.monotonic()
@@ -107,15 +117,22 @@ class BuildsAhead:
         wanted = key(name, kwargs)
         if wanted not in self.planned:
             return False, None
+        with self.lock:
+            if self.thread.ident is None and not self.stopping:  # lazy, and the first check that asks
+                self.thread.start()
+        if self.thread.ident is None:
+            return False, None
         self.thread.join()
         return (True, self.answers[wanted]) if wanted in self.answers else (False, None)
 
     def stop(self) -> None:
         """Stop the second worker, and whatever it still builds."""
-        self.stopping = True
+        with self.lock:
+            self.stopping = True
         try:
             self._stop_worker()
-            self.thread.join(timeout=60)
+            if self.thread.ident is not None:
+                self.thread.join(timeout=60)
         finally:
             self._stop_worker()  # a worker that a failed request started booting meanwhile
 
@@ -124,11 +141,11 @@ class BuildsAhead:
             self.worker.stop()
 
 
-def start(items: list[pytest.Item], first: Worker, scratch: Path, reference_builds: Path | None = None
-          ) -> BuildsAhead | None:
+def start(items: list[pytest.Item], first: Worker, scratch: Path, reference_builds: Path | None = None,
+          lazy: bool = False) -> BuildsAhead | None:
     """Start the builds the collected `items` will ask for, in a second worker beside `first` (the same library
     and submission, its own scratch folder, given a copy of the reference's builds: autograder.grading.buildcache);
-    None when they ask for none."""
+    None when they ask for none. `lazy`: the worker starts, and builds them all, when the first check asks."""
     calls = [(s, kw) for s, kw in planned(items) if getattr(s, "ahead", None) is not None]
     if not calls:
         return None
@@ -138,6 +155,6 @@ def start(items: list[pytest.Item], first: Worker, scratch: Path, reference_buil
                     zygote=first.zygote.builds if first.zygote is not None else None)
     scratch.mkdir(parents=True, exist_ok=True)  # a new folder of the stage, which no code of the submission can write
     given = buildcache.seed(reference_builds, scratch, worker.scratch_inside(), own_user=account is not None)
-    builds = BuildsAhead(worker, calls)
+    builds = BuildsAhead(worker, calls, lazy)
     builds.given = given
     return builds

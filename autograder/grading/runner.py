@@ -15,9 +15,9 @@ torch, the reference and the test modules once, then forks one child per submiss
 that clean, warm state (so nothing of one submission's grading reaches the next). The next child is
 forked, and its worker booted, while the current one grades, and the compile checks' builds start
 beside the tests in a second worker of the submission (autograder.grading.ahead); `--no-overlap` does
-neither (one submission at a time, each check building when it asks: for workers that share the
-cores; `batch --overlap` chooses). Every submission still gets its own sandbox and its own workers,
-never shared with another.
+neither (one submission at a time, and the builds made in that second worker only when the first check
+asks, the tests waiting: for workers that share the cores; `batch --overlap` chooses). Every submission
+still gets its own sandbox and its own workers, never shared with another.
 
 Lifetime: a runner started by the client (`--lifeline FD`) ends when the client does, however it ended
 (SIGKILL included): the client holds the other end of that pipe, the kernel closes it when the client
@@ -113,10 +113,13 @@ class GraderPlugin:
                     buildcache.requests_of(ahead.planned(items)), make=slot.serving)
             except Exception as exc:  # noqa: BLE001  (a saving, never a grading's failure: each build compiles)
                 print(f"the reference's builds were not looked for: {type(exc).__name__}: {exc}", file=sys.stderr)
-        if slot.builds_ahead:
-            slot.ahead = ahead.start(items, slot.worker, slot.stage / "scratch-builds", slot.reference_builds)
-            if slot.ahead is not None:
-                self.student.answered_ahead = slot.ahead.take
+        # Beside the tests; or, where this grading's workers share the cores (a server without overlap), when the
+        # first check asks: either way in the builds' worker, whose compiles fork from a compiling process rather
+        # than start a new interpreter each (the submission's worker interprets Triton).
+        slot.ahead = ahead.start(items, slot.worker, slot.stage / "scratch-builds", slot.reference_builds,
+                                 lazy=not slot.builds_ahead)
+        if slot.ahead is not None:
+            self.student.answered_ahead = slot.ahead.take
         if slot.ahead is not None:
             slot.given_builds = slot.ahead.given
         elif not slot.worker.ran.value:  # the checks build in the submission's worker, which has run no code of it
@@ -230,8 +233,9 @@ def builds_lines(slot: "Slot") -> list[str]:
     made = f" (made by this grading, in {slot.reference_cpu:.1f} CPU s)" if slot.reference_cpu else ""
     where = ""
     if slot.ahead is not None:
-        where = ("; they were built ahead, beside the tests, by a worker forked from the builds' zygote"
-                 if slot.ahead.worker.zygote is not None else "; they were built ahead, beside the tests")
+        when = "when the first check asked" if slot.ahead.lazy else "ahead, beside the tests"
+        where = f"; they were built {when}" + (", by a worker forked from the builds' zygote"
+                                               if slot.ahead.worker.zygote is not None else "")
     return [f"compile checks: {buildcache.compiled(scratch)} kernel build(s) compiled in this "
             f"grading; the worker was given the reference's {slot.given_builds} build(s){made}, taken where a "
             f"kernel is the reference's{where}"]
@@ -256,7 +260,7 @@ class Slot:
         self.reference_cpu = 0.0  # CPU seconds this grading spent making them (once per reference, compiler, builds)
         self.given_builds = 0  # how many of them the worker that builds was given
         # Whether the compile checks' builds start beside the tests, on a core of their own (off where the
-        # workers already share the cores: --no-overlap); and, once started, those builds.
+        # workers already share the cores, --no-overlap: they start when the first check asks); and those builds.
         self.builds_ahead = builds_ahead
         self.ahead: ahead.BuildsAhead | None = None
         if zygote is not None:  # a stage in the zygote's folder, its library the zygote's (sandbox.forked)
@@ -517,10 +521,10 @@ def serve(timeout: float, sandbox: str, overlap: bool = True) -> None:
 
     With `overlap`, the next child is forked (and its worker boots) while the current one grades, and the
     compile checks' builds start beside the tests (autograder.grading.ahead); without, the next child only
-    once the current one is done, and each compile check builds when it asks: where the workers already
-    share the cores (`batch --overlap auto` with fewer than two cores per worker), a second busy process per
-    worker would only slow the others down."""
-    zygotes = Zygotes(*protections_for(timeout, sandbox), builds=overlap, wait=False)
+    once the current one is done, and the builds only when the first compile check asks (made then by the same
+    builds' worker, the tests waiting): where the workers already share the cores (`batch --overlap auto` with
+    fewer than two cores per worker), a second busy process per worker would only slow the others down."""
+    zygotes = Zygotes(*protections_for(timeout, sandbox), wait=False)
     warm(known_assignments())  # while the zygote boots, on a core of its own
     zygotes.wait()
     gc.collect()
@@ -557,10 +561,11 @@ class Zygotes:
     submissions or on any anomaly (it exited, or does not answer); a zygote replaced is stopped once no child of
     the server still grades with it (stopping it ends every worker it forked).
 
-    The builds' zygote beside it (the compile checks' builds started ahead forks their worker from it) starts at
-    the first submission that builds ahead, not with the server: a server that grades no compile check (a
-    resource_accounting cohort), or that builds only when each check asks (`builds=False`: --no-overlap), never
-    pays its start (about 3 CPU s)."""
+    The builds' zygote beside it (the compile checks' builds forks their worker from it, beside the tests or, without
+    overlap, when the first check asks) starts at the first submission that builds, not with the server: a server
+    that grades no compile check (a resource_accounting cohort) never pays its start (about 3 CPU s), and one that
+    does saves more than that at each submission (a compile in a fork of the builds' worker, not a new interpreter
+    that imports torch and Triton; `builds=False` leaves it out)."""
 
     def __init__(self, protections: policy.Protections, gpu: bool, builds: bool = True, wait: bool = True) -> None:
         """The first zygote started; with `wait=False` only launched (`wait()`, or the first `take()`, waits)."""

@@ -3,9 +3,11 @@
 Graded for real, a submission's compile checks take their answers from the builds started ahead, and lose
 or keep the same points as when each check builds for itself: a GPU-only mistake (fp32 tiles fed to tl.dot)
 still loses the matmul's compile points, with the same message; a server that does not overlap (workers that
-share the cores) builds when each check asks. The builds of every check in one compiler
-process answer as each check's own builds do. A build that failed ahead is asked of the submission's worker
-as before, and a call that was not planned never waits for the builds.
+share the cores) builds nothing beside the tests, but when the first check asks, in the same builds' worker
+(forked from the builds' zygote, so that no build starts a new interpreter). The builds of every check in one
+compiler process answer as each check's own builds do. A build that failed ahead is asked of the submission's
+worker as before, and a call that was not planned never waits for the builds; lazy builds start at the first
+planned call only, and never once the grading stops.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import pytest
 from autograder.cohort import sample as cohort
 from autograder.grading import ahead
 from autograder.grading.client import ServerPool
+from autograder.sandbox import forked, policy
 from autograder.sandbox.process import RemoteStudent, WorkerError
 from autograder.suites.gpu_kernels import scenarios as kernel_scenarios
 from autograder.suites.gpu_kernels import test_gpu_compile as kernel_checks
@@ -49,9 +52,12 @@ def test_a_gpu_only_mistake_loses_its_compile_point_with_the_builds_ahead(tmp_pa
 
 
 @pytest.mark.skipif(has_cuda(), reason="on a GPU the matmul's value test runs the real kernel; CPU case here")
-def test_a_server_without_overlap_builds_when_each_check_asks(tmp_path):
-    """A grading server that does not overlap (a batch whose workers already share the cores) starts no
-    builds ahead: the check builds when it asks, with the same verdict."""
+def test_a_server_without_overlap_builds_when_the_first_check_asks(tmp_path):
+    """A grading server that does not overlap (a batch whose workers already share the cores) builds nothing
+    beside the tests: the builds start when the first check asks, the tests waiting for them (the check's time
+    holds the builds'), with the same verdict; and they are made by the builds' worker, forked from the builds'
+    zygote where this machine allows one, not by the submission's worker, whose Triton interprets (each of its
+    builds would be a new interpreter importing torch and Triton)."""
     (tree,) = cohort.build(tmp_path, ["gpu_kernels"], [cohort.Member("correct", "solutions")])
     pool = ServerPool(overlap=False, select=GELU)
     try:
@@ -59,7 +65,12 @@ def test_a_server_without_overlap_builds_when_each_check_asks(tmp_path):
     finally:
         pool.close()
     assert outcome(report, "test_gelu_kernel_builds_for_the_course_gpu[bf16]")[0] == "passed", report.log
-    assert report.timings["builds_ahead"] == 0 and report.timings["compile"] > 0, report.timings
+    assert 0 < report.timings["builds_ahead"] < report.timings["compile"], report.timings
+    assert report.timings["cpu_builds"] > 0, report.timings
+    (line,) = [line for line in report.log if line.startswith("compile checks: ")]
+    assert "they were built when the first check asked" in line, line
+    if forked.available(policy.detect("auto"), gpu=False)[0]:
+        assert line.endswith("by a worker forked from the builds' zygote"), line
 
 
 def test_no_build_starts_for_a_check_that_a_static_check_fails(tmp_path, warm_grade):
@@ -195,3 +206,52 @@ def test_the_planned_builds_are_those_of_the_collected_checks(pytestconfig):
             raise pytest.UsageError("LLMSYS_COURSE_GPU='sm_42' is not a target")
 
     assert ahead.planned([Item(Broken, "test_x")]) == []
+
+
+class Counting(Answering):
+    """A second worker that counts the requests it was asked, and answers them at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release.set()
+        self.asked, self.stopped = 0, 0
+
+    def request(self, message: dict, timeout: float):
+        self.asked += 1
+        return super().request(message, timeout)
+
+    def stop(self) -> None:
+        self.stopped += 1
+
+
+def test_lazy_builds_start_at_the_first_planned_call_only():
+    """Lazy builds (a server without overlap) ask nothing of the second worker at first, nor for a call that was
+    not planned; the first planned call starts every planned build, once, and takes its answer; the next takes
+    its own without asking again."""
+    bf16, fp16 = (kernel_checks.build_call("gelu", dtype) for dtype in ("bf16", "fp16"))
+    second = Counting()
+    builds = ahead.BuildsAhead(second, [(kernel_scenarios.gpu_builds, bf16), (kernel_scenarios.gpu_builds, fp16)],
+                               lazy=True)
+    student = RemoteStudent(Asked(), timeout=5)
+    student.answered_ahead = builds.take
+    assert not builds.thread.is_alive() and second.asked == 0
+    assert student.run(kernel_scenarios.profile_linear, size=4, k=1) == {"answered": "by the submission's worker"}
+    assert second.asked == 0, "an unplanned call started the builds"
+    assert student.run(kernel_scenarios.gpu_builds, **bf16) == {"from": "ahead", **bf16}
+    assert student.run(kernel_scenarios.gpu_builds, **fp16) == {"from": "ahead", **fp16}
+    assert second.asked == 1 and second.stopped == 1  # both builds in one request; its worker stopped once done
+    assert student.worker.asked == ["autograder.suites.gpu_kernels.scenarios:profile_linear"]
+    builds.stop()
+
+
+def test_lazy_builds_never_start_once_the_grading_stops():
+    """A grading that stops before any check asked (its tests ended, or it was ended) starts no builds: a planned
+    call after that is asked of the submission's worker, and the stop does not wait for a thread that never ran."""
+    call = kernel_checks.build_call("gelu", "bf16")
+    second = Counting()
+    builds = ahead.BuildsAhead(second, [(kernel_scenarios.gpu_builds, call)], lazy=True)
+    builds.stop()
+    student = RemoteStudent(Asked(), timeout=5)
+    student.answered_ahead = builds.take
+    assert student.run(kernel_scenarios.gpu_builds, **call) == {"answered": "by the submission's worker"}
+    assert second.asked == 0 and builds.seconds == 0.0
