@@ -117,9 +117,11 @@ class BuildsAhead:
         wanted = key(name, kwargs)
         if wanted not in self.planned:
             return False, None
-        with self.lock:
-            if self.thread.ident is None and not self.stopping:  # lazy, and the first check that asks
-                self.thread.start()
+        # Lazy, and the first check that asks. No lock: the checks ask, and the grading stops the builds, in the main
+        # thread only; a stop may come from a signal handler (runner._end), which would wait forever for a lock that
+        # the thread it interrupted holds.
+        if self.thread.ident is None and not self.stopping:
+            self.thread.start()
         if self.thread.ident is None:
             return False, None
         self.thread.join()
@@ -127,8 +129,7 @@ class BuildsAhead:
 
     def stop(self) -> None:
         """Stop the second worker, and whatever it still builds."""
-        with self.lock:
-            self.stopping = True
+        self.stopping = True
         try:
             self._stop_worker()
             if self.thread.ident is not None:
