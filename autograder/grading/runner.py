@@ -120,7 +120,6 @@ class GraderPlugin:
                                  lazy=not slot.builds_ahead)
         if slot.ahead is not None:
             self.student.answered_ahead = slot.ahead.take
-        if slot.ahead is not None:
             slot.given_builds = slot.ahead.given
         elif not slot.worker.ran.value:  # the checks build in the submission's worker, which has run no code of it
             slot.given_builds = buildcache.seed(slot.reference_builds, slot.worker.scratch, slot.worker.scratch_inside(),
@@ -565,12 +564,11 @@ class Zygotes:
     overlap, when the first check asks) starts at the first submission that builds, not with the server: a server
     that grades no compile check (a resource_accounting cohort) never pays its start (about 3 CPU s), and one that
     does saves more than that at each submission (a compile in a fork of the builds' worker, not a new interpreter
-    that imports torch and Triton; `builds=False` leaves it out)."""
+    that imports torch and Triton)."""
 
-    def __init__(self, protections: policy.Protections, gpu: bool, builds: bool = True, wait: bool = True) -> None:
+    def __init__(self, protections: policy.Protections, gpu: bool, wait: bool = True) -> None:
         """The first zygote started; with `wait=False` only launched (`wait()`, or the first `take()`, waits)."""
         self.protections, self.gpu = protections, gpu
-        self.builds = builds  # whether the children may build ahead (a builds' zygote is then started when asked)
         self.builds_failed = False  # it did not start once: the builds' workers start on their own from then on
         self.current = start_zygote(protections, gpu, wait)
         self.served = 0
@@ -605,8 +603,8 @@ class Zygotes:
         return self.current
 
     def builds_missing(self) -> bool:
-        """Whether the children build ahead and the current zygote has no builds' zygote yet (nor failed to)."""
-        return self.builds and not self.builds_failed and self.current is not None and self.current.builds is None
+        """Whether the current zygote has no builds' zygote yet (nor failed to start one)."""
+        return not self.builds_failed and self.current is not None and self.current.builds is None
 
     def start_builds(self) -> bool:
         """Start the builds' zygote beside the current zygote where it is missing: True where it started now."""
