@@ -3,16 +3,25 @@
     with MemoryTracker() as mem:
         o, lse = flash_forward_pytorch(q, k, v)
     mem.peak_bytes         # most bytes alive at once among the storages created inside
-    mem.largest_numel      # the largest single tensor created inside, in elements...
+    mem.largest_numel      # the largest tensor an op inside returned, in elements...
     mem.largest_bytes      # ...and in bytes
+    mem.held_bytes         # bytes still alive at the end among the storages ops inside created or wrote
 
 On CPU there are no allocator statistics, so the tracker counts storages itself: a TorchDispatchMode
 sees every aten op run inside the block, notes each output whose storage is new (a view shares its
 base's storage and is not new), and a weakref finalizer subtracts a storage's bytes when torch frees
 it. On a GPU, `peak_bytes` comes from the CUDA caching allocator instead (reset the peak on entry,
 read `max_memory_allocated` on exit, minus what was allocated before): that also sees memory no aten
-op reports, such as a Triton kernel's scratch space. The largest-tensor figures come from the
-dispatch mode in both cases.
+op reports, such as a Triton kernel's scratch space. The largest-tensor figures and `held_bytes`
+come from the dispatch mode in both cases.
+
+The largest tensor is any tensor an op returns, new or not: a view, an in-place result and an `out=`
+result count at their own size (an expanded view at no more than its storage holds), so a score matrix
+written into a buffer made before the block (at import, say), or viewed whole, is seen for what it is.
+`held_bytes` is what the block leaves behind: the storages created inside that are still alive when it
+ends, and the storages from before it that an op inside wrote into (in place or through `out=`) and
+that are still alive. For a forward pass that is what autograd keeps for the backward, plus the
+output; activation checkpointing holds less.
 
 The "never materialises an n_queries x n_keys matrix" tests use `largest_numel`: one attention
 score matrix for one head of N = 1024 is 1024 * 1024 elements, which no tiled kernel ever creates.
@@ -48,27 +57,44 @@ class _StorageAccounting(TorchDispatchMode):
         self.peak_bytes = 0
         self.largest_numel = 0
         self.largest_bytes = 0
+        self.written: dict[int, weakref.ref] = {}  # storages from before the block that an op wrote into
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         inputs = {t.untyped_storage().data_ptr() for t in _tensors((*args, *kwargs.values()))}
+        schema = getattr(func, "_schema", None)
+        writes = schema is not None and any(a.alias_info is not None and a.alias_info.is_write
+                                            for a in schema.arguments)
         for tensor in _tensors(out if isinstance(out, (list, tuple)) else (out,)):
-            self._note(tensor, inputs)
+            self._note(tensor, inputs, writes)
         return out
 
-    def _note(self, tensor: torch.Tensor, inputs: set[int]) -> None:
+    def _note(self, tensor: torch.Tensor, inputs: set[int], writes: bool) -> None:
         storage = tensor.untyped_storage()
         key, size = storage.data_ptr(), storage.nbytes()
-        # A view or an in-place result shares a storage we have seen (or one from outside): not new.
-        if size == 0 or key in self.live or key in inputs:
+        # Every result counts at its own size for the largest tensor, a view or an in-place result too; an
+        # expanded view no more than the elements its storage holds (a scalar's expand(n, n) holds one).
+        numel = min(tensor.numel(), size // tensor.element_size())
+        self.largest_numel = max(self.largest_numel, numel)
+        self.largest_bytes = max(self.largest_bytes, numel * tensor.element_size())
+        # A view or an in-place result shares a storage we have seen (or one from outside): not new memory.
+        if size == 0 or key in self.live:
+            return
+        if key in inputs:
+            if writes:  # an in-place or out= op wrote into a storage from before the block
+                self.written.setdefault(key, weakref.ref(storage))
             return
         self.live[key] = size
         self.live_bytes += size
         self.peak_bytes = max(self.peak_bytes, self.live_bytes)
-        self.largest_numel = max(self.largest_numel, tensor.numel())
-        self.largest_bytes = max(self.largest_bytes, tensor.numel() * tensor.element_size())
         weakref.finalize(storage, self._free, key, size)
+
+    def held_bytes(self) -> int:
+        """Bytes alive now among the storages created while active and those from before it written into."""
+        written = {key: storage.nbytes() for key, ref in self.written.items()
+                   if (storage := ref()) is not None and storage.data_ptr() == key}
+        return self.live_bytes + sum(size for key, size in written.items() if key not in self.live)
 
     def _free(self, key: int, size: int) -> None:
         if self.live.get(key) == size:
@@ -80,8 +106,8 @@ class MemoryTracker:
     """Context manager: peak memory and the largest tensor created inside the block.
 
     `device` is "cpu" (storage accounting) or "cuda" (allocator statistics for the peak); by default
-    the GPU when there is one. After the block: `peak_bytes`, `largest_numel`, `largest_bytes` (ints)
-    and `source`, which says where `peak_bytes` came from.
+    the GPU when there is one. After the block: `peak_bytes`, `largest_numel`, `largest_bytes`,
+    `held_bytes` (ints) and `source`, which says where `peak_bytes` came from.
     """
 
     def __init__(self, device: str | torch.device | None = None) -> None:
@@ -94,6 +120,7 @@ class MemoryTracker:
         self.peak_bytes = 0
         self.largest_numel = 0
         self.largest_bytes = 0
+        self.held_bytes = 0
         self._mode: _StorageAccounting | None = None
         self._base = 0
 
@@ -110,6 +137,7 @@ class MemoryTracker:
         mode, self._mode = self._mode, None
         mode.__exit__(*exc_info)
         self.largest_numel, self.largest_bytes = mode.largest_numel, mode.largest_bytes
+        self.held_bytes = mode.held_bytes()
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
             self.peak_bytes = int(torch.cuda.max_memory_allocated(self.device) - self._base)

@@ -60,6 +60,11 @@ class Rule:
     imports_only: bool = False
 
 
+# What takes work out of sight of a test's memory or FLOP measurement, a TorchDispatchMode, which sees only the
+# ops of its own thread while it is the current mode: other threads or processes, and leaving the dispatch modes.
+OUT_OF_SIGHT = ("threading", "_thread", "concurrent", "multiprocessing", "_disable_current_modes",
+                "_DisableTorchDispatch", "_pop_mode", "_pop_torch_dispatch_stack", "_unset_dispatch_mode")
+
 GRADER_RULE = Rule(
     name="grader code",
     modules=(EVERY_MODULE,),

@@ -112,8 +112,9 @@ def test_tile_efficiency_counts_padding_and_the_idle_sms_of_the_last_wave(cost):
     sms = gpu("H100").num_sms
     got = cost.tile_efficiency(896, 2432, 128, 128, sms)
     assert type(got) is float and got == pytest.approx(133 / 264, rel=1e-12), f"got {got!r}"
-    assert cost.tile_efficiency(1536, 1408, 128, 128, sms) == pytest.approx(1.0, rel=1e-12)
-    assert cost.tile_efficiency(100, 100, 128, 128, 1) == pytest.approx(100 * 100 / 128**2, rel=1e-12)
+    for args, expected in (((1536, 1408, 128, 128, sms), 1.0), ((100, 100, 128, 128, 1), 100 * 100 / 128**2)):
+        got = cost.tile_efficiency(*args)
+        assert type(got) is float and got == pytest.approx(expected, rel=1e-12), f"{args}: got {got!r}"
 
 
 def invalid(function, *args, names, **kwargs):

@@ -199,15 +199,21 @@ def checkpointed_output_and_grads(weights: list[torch.Tensor], x: torch.Tensor, 
 
 
 def checkpointed_saved_bytes(seed: int, batch: int, dim: int, num_layers: int, num_segments: int) -> dict:
-    """saved_activation_bytes of the plain forward and of checkpointed_forward on one DeepNetwork."""
+    """On one DeepNetwork: saved_activation_bytes of the plain forward, and the bytes checkpointed_forward holds
+    when it returns, measured by kernels.memory (what autograd keeps for the backward, and the output: the
+    storages it created or wrote that are still alive), never by the submission's own saved_activation_bytes."""
+    from kernels.memory import MemoryTracker
     from resource_accounting.network import DeepNetwork
     from resource_accounting.training import checkpointed_forward, saved_activation_bytes
 
     torch.manual_seed(seed)
     model = DeepNetwork(dim, num_layers)
     x = torch.randn(batch, dim)
-    return {"plain": saved_activation_bytes(model, x),
-            "checkpointed": saved_activation_bytes(checkpointed_forward, model, x, num_segments)}
+    plain = saved_activation_bytes(model, x)
+    with MemoryTracker("cpu") as held:
+        out = checkpointed_forward(model, x, num_segments)
+    del out
+    return {"plain": plain, "checkpointed": held.held_bytes}
 
 
 def checkpointed_with_segments(dim: int, num_layers: int, num_segments: int) -> list[int]:

@@ -5,7 +5,7 @@ The whole-row softmax is forbidden in every spelling (torch.softmax, F.softmax, 
 torch.logsumexp, ...), not only the two the handout names: any of them needs the whole score row.
 """
 
-from autograder.static.checks import Rule
+from autograder.static.checks import OUT_OF_SIGHT, Rule
 from autograder.static.triton_rules import TritonRules
 
 RULES: list[Rule] = [
@@ -27,6 +27,13 @@ RULES: list[Rule] = [
         forbidden=("softmax", "log_softmax", "logsumexp", "torch.nn.Softmax", "torch.nn.LogSoftmax"),
         reason="the online softmax is the point: a softmax over whole rows needs the whole score row; "
                "see the handout §5",
+    ),
+    Rule(
+        name="measured in sight",
+        modules=("flash_pytorch",),
+        forbidden=OUT_OF_SIGHT,
+        reason="flash_pytorch runs in the caller's thread, where the tests measure its memory and FLOPs: no "
+               "threads, no processes, no leaving the dispatch modes; see the handout §5",
     ),
     Rule(
         name="triton kernels",

@@ -168,8 +168,9 @@ def test_growing_the_output_to_fill_the_last_wave_raises_the_efficiency(cost, rn
     m, n = rows * 128, cols * 128
     past = cost.tile_efficiency(m, n + 1, 128, 128, sms)
     full = cost.tile_efficiency(m, 2 * n, 128, 128, sms)
-    assert past == pytest.approx(m * (n + 1) / (2 * sms * 128 * 128), rel=1e-12), f"({m}, {n + 1}): got {past!r}"
-    assert full == pytest.approx(1.0, rel=1e-12), f"({m}, {2 * n}): got {full!r}"
+    assert type(past) is float and past == pytest.approx(m * (n + 1) / (2 * sms * 128 * 128), rel=1e-12), \
+        f"({m}, {n + 1}): got {past!r}"
+    assert type(full) is float and full == pytest.approx(1.0, rel=1e-12), f"({m}, {2 * n}): got {full!r}"
 
 
 INVALID = [

@@ -1,6 +1,6 @@
 """Static rules of resource_accounting, as the handout's "Forbidden APIs" table states them."""
 
-from autograder.static.checks import Rule
+from autograder.static.checks import OUT_OF_SIGHT, Rule
 
 RULES: list[Rule] = [
     Rule(
@@ -21,5 +21,12 @@ RULES: list[Rule] = [
         required=("einops.rearrange",),
         reason="split_heads and merge_heads must be written with einops.rearrange; see the handout, "
                "Forbidden APIs",
+    ),
+    Rule(
+        name="measured in sight",
+        modules=("training.checkpointed_forward",),
+        forbidden=OUT_OF_SIGHT,
+        reason="checkpointed_forward runs in the caller's thread, where the tests measure the memory it holds: "
+               "no threads, no processes, no leaving the dispatch modes; see the handout §9",
     ),
 ]

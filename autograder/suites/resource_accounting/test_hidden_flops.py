@@ -366,7 +366,8 @@ def test_mfu_is_achieved_rate_over_peak_and_inverts_training_days(flops, explore
         got = flops.mfu(work, seconds, gpus * peak)
         assert type(got) is float and got == pytest.approx(work / seconds / (gpus * peak), rel=1e-9)
         days = flops.training_days(n, t, gpus, peak, u)
-        assert flops.mfu(work, days * SECONDS_PER_DAY, gpus * peak) == pytest.approx(u, rel=1e-9)
+        again = flops.mfu(work, days * SECONDS_PER_DAY, gpus * peak)
+        assert type(again) is float and again == pytest.approx(u, rel=1e-9)
 
     check()
 
@@ -403,7 +404,7 @@ def test_decoding_is_memory_bound_and_prefill_compute_bound_on_every_gpu(flops, 
         prefill = flops.prefill_arithmetic_intensity(tokens, d_model, 2)
         for rows, got in ((batch, decode), (tokens, prefill)):
             expected = 2 * rows * d_model**2 / ((d_model**2 + 2 * rows * d_model) * 2)
-            assert got == pytest.approx(expected, rel=1e-12), \
+            assert type(got) is float and got == pytest.approx(expected, rel=1e-12), \
                 f"{rows} rows at d_model {d_model}: intensity {got!r}, expected {expected:.6g}"
         assert decode < ridge, f"{gpu.name}: decoding {batch} sequences at d_model {d_model}: {decode} >= ridge {ridge}"
         assert prefill > ridge, \

@@ -229,3 +229,29 @@ def test_a_rule_may_cover_every_module(tmp_path):
     found = scan(package(tmp_path, "pkg", {"a.py": "import pickle\n"}), "pkg", [rule])
     assert [(v.rule, v.blocks) for v in found] == [("no pickle", ("*",))]
     assert GRADER_RULE.imports_only and "tests" in GRADER_RULE.forbidden
+
+
+@pytest.mark.parametrize("body", [
+    "    import threading\n    out = []\n    t = threading.Thread(target=lambda: out.append(model(x)))\n"
+    "    t.start()\n    t.join()\n    return out[0]\n",
+    "    from concurrent.futures import ThreadPoolExecutor\n"
+    "    return ThreadPoolExecutor(1).submit(model, x).result()\n",
+    "    from torch.utils._python_dispatch import _disable_current_modes\n"
+    "    with _disable_current_modes():\n        return model(x)\n",
+])
+def test_checkpointing_out_of_the_measurements_sight_fails_its_task_alone(tmp_path, body):
+    """A checkpointed_forward that runs the plain forward in another thread, or with the dispatch modes left,
+    would hide from kernels.memory what it holds: the static check fails that task, and no other."""
+    text = ("import torch\n\n\ndef saved_activation_bytes(fn, *args):\n    return 0\n\n\n"
+            "def checkpointed_forward(model, x, num_segments):\n" + body)
+    found = scan(package(tmp_path, "resource_accounting", {"training.py": text}), "resource_accounting",
+                 ACCOUNTING_RULES)
+    assert {v.rule for v in found} == {"measured in sight"}
+    assert blocked(found, "training.checkpointed_forward") and not blocked(found, "training.saved_activation_bytes")
+
+
+def test_flash_pytorch_out_of_the_measurements_sight_is_reported(tmp_path):
+    text = ("import threading\n\n\ndef flash_forward_pytorch(q, k, v, is_causal=False, q_tile=32, k_tile=32):\n"
+            "    box = []\n    threading.Thread(target=lambda: box.append(q)).start()\n    return box\n")
+    found = flash(tmp_path, {"flash_pytorch.py": text})
+    assert {v.rule for v in found} == {"measured in sight"} and blocked(found, "flash_pytorch.flash_forward_pytorch")

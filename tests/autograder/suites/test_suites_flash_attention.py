@@ -116,6 +116,15 @@ WRONG = {
                               "    for q_start in range(0, n_queries, q_tile):")],
         "test_flash_pytorch.py", {"test_forward_never_materialises_the_scores_near_n_1024",
                                   "test_causal_forward_skips_the_tiles_above_the_diagonal"}),
+    "forward builds the whole score matrix once, out= into a buffer made at import": (
+        "flash_pytorch.py", [("def flash_forward_pytorch(",
+                              "_SCORES = torch.empty(1 << 21)\n\n\ndef flash_forward_pytorch("),
+                             ("    o = torch.empty_like(q3)\n",
+                              "    o = torch.empty_like(q3)\n"
+                              "    scores = _SCORES[:n_queries * k3.shape[-2]].view(n_queries, -1)\n"
+                              "    row_max = torch.matmul(q3[0].float(), k3[0].float().T, out=scores).amax(-1)\n")],
+        "test_flash_pytorch.py", {"test_forward_never_materialises_the_scores_near_n_1024",
+                                  "test_causal_forward_skips_the_tiles_above_the_diagonal"}),
     "backward recomputes the whole probability matrix once": (
         "flash_pytorch.py", [("    delta = (o3 * do3).sum(dim=-1)",
                               "    p = torch.exp(q3 @ k3.transpose(-1, -2) / math.sqrt(head_dim) - lse3[..., None])\n"

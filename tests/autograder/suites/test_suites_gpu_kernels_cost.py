@@ -176,6 +176,11 @@ MISTAKES = {
             "test_profile_top_ops_on_random_programs", "test_profile_top_ops_returns_min_of_k_and_the_ops_that_ran",
             "test_profile_top_ops_ranks_by_self_time_not_total_time",
             "test_profile_top_ops_warms_up_once_outside_the_profile"}),
+    "efficiency returns an empty tensor, which any pytest.approx(x) equals": (
+        "cost.py", [("    return m * n / (rounds * num_sms * tile_m * tile_n)", "    return torch.empty(0)")], {
+            "test_tile_efficiency_counts_padding_and_the_idle_sms_of_the_last_wave",
+            "test_tile_efficiency_at_random_sizes_and_sm_counts",
+            "test_growing_the_output_to_fill_the_last_wave_raises_the_efficiency"}),
     "profile without warm-up": (
         "measure.py", [("    fn(*args)  # warm-up, outside the profile\n", "")], {
             "test_profile_top_ops_warms_up_once_outside_the_profile"}),
@@ -191,7 +196,10 @@ GROUPS = [
     ("efficiency ignores the padding of partial tiles", "elementwise counts the read only",
      "benchmark times the warm-up calls too", "profile without warm-up"),
     ("cost functions hard-code the public answers",),
+    ("efficiency returns an empty tensor, which any pytest.approx(x) equals",),
 ]
+# The mistakes that the public tests must catch too: their groups run tests/gpu_kernels/test_cost.py as well.
+PUBLIC_TOO = {"efficiency returns an empty tensor, which any pytest.approx(x) equals"}
 
 
 def mistake_edits(group: tuple[str, ...]) -> dict[str, list[tuple[str, str]]]:
@@ -211,6 +219,7 @@ def runs(tmp_path_factory, warm_grade) -> dict:
     jobs = {"stubs": (STUBS, everything), "alternatives": (build_tree(base / "alternatives", ALTERNATIVES), everything)}
     for index, group in enumerate(GROUPS):
         paths = [HIDDEN_COST] + ([HIDDEN_MEASURE] if any(MISTAKES[n][0] == "measure.py" for n in group) else [])
+        paths += [PUBLIC[0]] if PUBLIC_TOO & set(group) else []
         jobs[group] = (build_tree(base / f"group{index}", mistake_edits(group)), paths)
     with ThreadPoolExecutor(max_workers=max(2, min(4, os.cpu_count() or 1))) as pool:
         reference = pool.submit(warm_grade, SOLUTION.parent, assignment="gpu_kernels", select=SELECT)

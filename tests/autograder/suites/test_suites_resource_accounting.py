@@ -10,6 +10,7 @@ solution are skipped, so one alternative is also graded by the real grader.
 
 from __future__ import annotations
 
+import ast
 import shutil
 import sys
 import xml.etree.ElementTree as ET
@@ -239,3 +240,55 @@ def test_a_wrong_implementation_loses_the_points_of_what_it_breaks(tmp_path, nam
     found = outcomes(tree, tmp_path, f"{SUITE}/{hidden}")
     failed = {n.partition("::")[2] for n, outcome in not_passed(found).items() if outcome == "failed"}
     assert failed == expected, f"unexpected outcomes: {not_passed(found)}"
+
+
+# ---- Attacks: values and measurements the submission controls gain nothing ---------------------------
+
+def marked_with(tasks: set[str], *paths: str) -> set[str]:
+    """module::name of every test in `paths` (files or folders) marked task(...) with one of `tasks`."""
+    found = set()
+    for path in (p for given in paths for p in sorted((ROOT / given).glob("**/test_*.py") if (ROOT / given).is_dir()
+                                                      else [ROOT / given])):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.FunctionDef) and any(
+                    isinstance(d, ast.Call) and ast.unparse(d.func) == "pytest.mark.task" and d.args
+                    and isinstance(d.args[0], ast.Constant) and d.args[0].value in tasks for d in node.decorator_list):
+                found.add(f"{path.stem}::{node.name}")
+    return found
+
+
+EMPTY = ("matmul_arithmetic_intensity", "ridge_point", "attainable_flops_per_sec", "mfu",
+         "decode_arithmetic_intensity", "prefill_arithmetic_intensity")
+
+
+def test_numbers_that_equal_any_approx_earn_nothing(tmp_path):
+    """Functions that return an empty tensor, which `== pytest.approx(x)` holds for (pytest compares every element
+    of an array-like, and there are none), fail every public and hidden test of their tasks: the tests ask for a
+    float first."""
+    text = (SOLUTION / "flops.py").read_text()
+    text += "".join(f"\n\ndef {name}(*args, **kwargs):\n    return torch.empty(0)\n" for name in EMPTY)
+    found = outcomes(build_tree(tmp_path, {"flops.py": text}), tmp_path, f"{PUBLIC}/test_flops.py",
+                     f"{SUITE}/test_hidden_flops.py")
+    mine = marked_with({f"flops.{name}" for name in EMPTY}, f"{PUBLIC}/test_flops.py", f"{SUITE}/test_hidden_flops.py")
+    assert len(mine) >= 12
+    assert {name for name, outcome in found.items() if outcome == "passed" and name.partition("[")[0] in mine} == set()
+    assert {name.partition("[")[0] for name in found} >= mine, "a test of these tasks did not run"
+
+
+def test_a_checkpointed_forward_that_measures_itself_as_free_loses_the_memory_points(tmp_path):
+    """checkpointed_forward is model(x), and saved_activation_bytes says 0 for it: the output and gradient tests
+    pass (model(x) is right), and every test of the memory it holds fails, public and hidden, because the tests
+    measure that memory themselves (kernels.memory), not with the submission's saved_activation_bytes."""
+    text = (SOLUTION / "training.py").read_text()
+    for right, wrong in [("    storages: dict[int, torch.UntypedStorage] = {}\n",
+                          "    if fn is checkpointed_forward:\n        return 0\n"
+                          "    storages: dict[int, torch.UntypedStorage] = {}\n"),
+                         ("    start = 0\n", "    return model(x)\n    start = 0\n")]:
+        assert text.count(right) == 1, f"the solution's training.py changed: update the edit of {right!r}"
+        text = text.replace(right, wrong)
+    found = outcomes(build_tree(tmp_path, {"training.py": text}), tmp_path, f"{PUBLIC}/test_training.py",
+                     f"{SUITE}/test_hidden_training.py")
+    assert {name for name, outcome in found.items() if outcome == "failed"} == {
+        "test_training::test_checkpointing_16_layers_in_4_segments_saves_less_than_half",
+        "test_hidden_training::test_checkpointed_saved_bytes_stay_within_the_bound_at_random_sizes",
+        "test_hidden_training::test_checkpointing_16_layers_in_4_segments_saves_less_than_half_at_random_widths"}
