@@ -124,8 +124,11 @@ def host_code(package: str, path: str) -> list[str]:
         "(the interpreter's insides).",
         "",
         f"No module of the package may use {_code(triton_rules.PATCHERS)}, `setattr`, `delattr`, `globals`, "
-        "`vars` or `__import__`, assign into another module of the package, or name a Triton task's module in a "
-        "string outside its docstrings; nor assign or delete an attribute of anything but a method's first "
+        f"`vars`, `__import__`, the attributes {_code(triton_rules.SETTERS)} (`object.__setattr__(module, ...)` "
+        "is an assignment too) or `getattr` of a name built at run time or of a dunder, assign into another "
+        "module of the package, or name a Triton task's module in a string outside its docstrings; nor work "
+        f"where the grader's observers cannot see it, in another thread or process or outside torch's modes: "
+        f"{_code(triton_rules.OUT_OF_SIGHT_NAMES)}; nor assign or delete an attribute of anything but a method's first "
         "argument (`self`, an autograd Function's `ctx`), one of the package's own classes or an object its "
         "function made from one (`triton.compile = f`, `torch.cuda.is_available = f` or `tl.dot = f` would "
         "change what the grader's process runs), and never a dunder or "

@@ -111,6 +111,15 @@ HIDDEN_NAMES = ("ctypes", "ctypes.*", "mmap", "mmap.*", "marshal", "marshal.*", 
                 "numpy.lib.stride_tricks.*")
 HIDDEN_ATTRIBUTES = ("numpy", "data_ptr", "__array__", "__array_interface__", "__cuda_array_interface__",
                      "__dlpack__", "__code__", "__globals__", "__builtins__", "__closure__")
+# What changes an object around the assignment the flow analysis reads (`object.__setattr__(module, "f", g)`,
+# `module.__dict__["f"] = g`): forbidden in every module too, as are names built at run time for getattr.
+SETTERS = ("__setattr__", "__delattr__", "__dict__", "__getattribute__")
+# What takes work out of sight of the worker's observers (launches, stores, torch ops, memory): other threads
+# or processes, and leaving the dispatch modes or torch's function modes.
+OUT_OF_SIGHT_NAMES = ("threading", "threading.*", "_thread", "_thread.*", "concurrent", "concurrent.*",
+                      "multiprocessing", "multiprocessing.*", "torch.utils._python_dispatch",
+                      "torch.utils._python_dispatch.*", "torch._C", "torch._C.*", "torch._dispatch",
+                      "torch._dispatch.*", "torch.overrides", "torch.overrides.*")
 # Attributes whose assignment changes a tensor's storage, gradient or type, whatever object holds them.
 TENSOR_STATE = ("data", "grad", "requires_grad", "grad_fn", "storage", "untyped_storage", "set_")
 IMPORTS = ("torch", "triton", "triton.language", "math", "typing", "__future__", "dataclasses", "functools",
@@ -171,6 +180,7 @@ def scan(package_root: Path, package: str, rules: list[TritonRules]) -> list[Vio
 
 
 HIDDEN_WHY = "which runs code this check cannot read or reaches a tensor's memory around torch"
+SIGHT_WHY = "which takes work out of the tests' sight (another thread or process, or outside torch's modes)"
 
 
 def _hidden(dotted: str) -> bool:
@@ -212,8 +222,10 @@ class _Analysis(FlowAnalysis):
     def _patching(self, module: _Module) -> None:
         """Any module of the package (the worker imports them all, in one process) may not change another
         module at run time: no assignment into a package module, no sys.modules, importlib, gc, inspect
-        or builtins, no string naming a Triton task's module (docstrings aside); nor run code this check
-        cannot read or reach memory around torch (HIDDEN_CODE, HIDDEN_NAMES, HIDDEN_ATTRIBUTES)."""
+        or builtins, no `__setattr__` or `__dict__` (SETTERS), no getattr of a name built at run time, no string
+        naming a Triton task's module (docstrings aside); nor run code this check cannot read or reach memory
+        around torch (HIDDEN_CODE, HIDDEN_NAMES, HIDDEN_ATTRIBUTES), nor work out of the observers' sight: other
+        threads or processes, or outside torch's dispatch and function modes (OUT_OF_SIGHT_NAMES)."""
         docstrings = {id(n.value) for n in ast.walk(module.tree) if isinstance(n, ast.Expr)}
         stems = {(m.rpartition(".")[2], m) for m in self.tasks}
         for node in ast.walk(module.tree):
@@ -223,6 +235,7 @@ class _Analysis(FlowAnalysis):
                     module.absolute(node.module, node.level)]
                 why = next((f"imports `{n}`" for n in names if _matches(n, PATCHERS)), "")
                 why = why or next((f"imports `{n}`, {HIDDEN_WHY}" for n in names if _hidden(n)), "")
+                why = why or next((f"imports `{n}`, {SIGHT_WHY}" for n in names if _matches(n, OUT_OF_SIGHT_NAMES)), "")
                 if not why and isinstance(node, ast.ImportFrom):
                     why = next((f"imports `{names[0]}.{a.name}`, {HIDDEN_WHY}" for a in node.names
                                 if _hidden(f"{names[0]}.{a.name}") or a.name in HIDDEN_CODE), "")
@@ -237,12 +250,21 @@ class _Analysis(FlowAnalysis):
                     why = f"uses `{dotted}`"
                 elif dotted and _hidden(dotted) and not isinstance(_parent(node), ast.Attribute):
                     why = f"uses `{dotted}`, {HIDDEN_WHY}"
+                elif dotted and _matches(dotted, OUT_OF_SIGHT_NAMES) and not isinstance(_parent(node), ast.Attribute):
+                    why = f"uses `{dotted}`, {SIGHT_WHY}"
                 elif node.attr in HIDDEN_ATTRIBUTES:
                     why = f"uses `.{node.attr}`, {HIDDEN_WHY}"
+                elif node.attr in SETTERS:
+                    why = f"uses `.{node.attr}`, which changes an object around the assignments this check reads"
             elif isinstance(node, ast.Name) and node.id in ("__import__", "setattr", "delattr", "globals", "vars"):
                 why = f"uses `{node.id}`"
             elif isinstance(node, ast.Name) and node.id in HIDDEN_CODE:
                 why = f"uses `{node.id}`, {HIDDEN_WHY}"
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
+                  and len(node.args) >= 2 and not (isinstance(node.args[1], ast.Constant)
+                                                   and isinstance(node.args[1].value, str)
+                                                   and not node.args[1].value.startswith("__"))):
+                why = "uses `getattr` with a name built at run time or a dunder, which this check cannot follow"
             elif (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
                   and module.name not in self.tasks
                   and any(node.value.strip() in (stem, task) or task in node.value for stem, task in stems)):

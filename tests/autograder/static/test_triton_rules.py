@@ -442,3 +442,66 @@ def test_an_attribute_stored_into_what_the_grader_shares_is_refused(tmp_path, na
 @pytest.mark.parametrize("name", list(OWN_STORES))
 def test_attributes_of_the_codes_own_objects_may_be_set(tmp_path, name):
     assert kernel_findings(gpu_kernels_tree(tmp_path, *OWN_STORES[name])) == []
+
+
+# Rebinding a Triton task's function from another module however it is spelled, or doing the work where the
+# worker's observers (launches, kernel stores, torch ops) cannot see it: each fails the Triton tasks.
+REBINDS = {
+    "object.__setattr__": "import flash_attention.flash_triton as _ft\n"
+                          "object.__setattr__(_ft, 'flash_forward_triton', None)\n",
+    "type.__setattr__": "import flash_attention.flash_triton as _ft\ntype.__setattr__(type(_ft), 'x', None)\n",
+    "__dict__": "from flash_attention import flash_triton as _ft\n_ft.__dict__['flash_forward_triton'] = None\n",
+    "getattr of a built name": "import flash_attention.flash_triton as _ft\n"
+                               "getattr(object, '__set' + 'attr__')(_ft, 'flash_forward_' + 'triton', None)\n",
+    "getattr of a dunder": "import flash_attention.flash_triton as _ft\n"
+                           "getattr(object, '__setattr__')(_ft, 'flash_forward_triton', None)\n",
+    "_disable_current_modes": "from torch.utils._python_dispatch import _disable_current_modes as _quiet\n",
+    "torch._C": "import torch\n\nQUIET = torch._C._DisableTorchDispatch\n",
+    "threading": "import threading\n",
+    "concurrent.futures": "from concurrent.futures import ThreadPoolExecutor\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(REBINDS))
+def test_no_module_may_rebind_a_task_or_hide_work_however_it_is_spelled(tmp_path, name):
+    text = (SOLUTION / "analysis.py").read_text() + "\n" + REBINDS[name]
+    found = findings(tree_with(tmp_path, {"analysis.py": text}))
+    assert [v for v in found if v.file == "analysis.py"], [v.message for v in found]
+    assert blocked(found, FORWARD) == found
+
+
+def test_a_cost_module_that_rebinds_the_matmul_fails_the_matmul_task(tmp_path):
+    """gpu_kernels: cost.py (no Triton task of its own) computes the product in torch outside the dispatch modes,
+    copies it with a kernel of the package, and sets it over the stub's matmul_triton with object.__setattr__.
+    Every finding names cost.py, and matmul's task fails for both (as every Triton task does: no module may
+    change another)."""
+    package = tmp_path / "gpu_kernels"
+    shutil.copytree(ROOT / "assignments" / "gpu_kernels", package, ignore=shutil.ignore_patterns("__pycache__"))
+    attack = textwrap.dedent("""
+        import triton
+        import triton.language as tl
+        from torch.utils._python_dispatch import _disable_current_modes as _quiet
+        import gpu_kernels.matmul as _mm
+
+
+        @triton.jit
+        def _copy_kernel(S, D, n, BLOCK: tl.constexpr):
+            offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+            tl.store(D + offs, tl.load(S + offs, mask=offs < n), mask=offs < n)
+
+
+        def _matmul(a, b, bias=None, activation=None):
+            with _quiet():
+                c = (a.double() @ b.double()).to(a.dtype).contiguous()
+            out = torch.empty(c.shape, dtype=a.dtype, device=a.device)
+            _copy_kernel[(triton.cdiv(c.numel(), 1024),)](c, out, c.numel(), BLOCK=1024)
+            return out
+
+
+        object.__setattr__(_mm, "matmul_triton", _matmul)
+        """)
+    (package / "cost.py").write_text((package / "cost.py").read_text() + attack)
+    found = scan(package, "gpu_kernels", KERNEL_RULES)
+    assert {v.file for v in found} == {"cost.py"}, [v.message for v in found]
+    mine = blocked(found, "matmul.matmul_triton")
+    assert any("__setattr__" in v.message for v in mine) and any("_python_dispatch" in v.message for v in mine)
