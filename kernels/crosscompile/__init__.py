@@ -35,11 +35,11 @@ from kernels.crosscompile.compiler import (DEFAULT_OPTIONS, TARGETS, TENSOR_CORE
 from kernels.crosscompile.dryrun import gpu_launches, interpreted, require_compiler, unique_launches
 from kernels.crosscompile.project import DTYPES, GPU_KERNELS_CALLS, ROOT, matrix
 from kernels.crosscompile.report import (build_problems, narrow_load_problems, pipeline_problems, print_table,
-                                         report_problems)
+                                         report_problems, unrun_kernel_problems)
 from kernels.crosscompile.request import BUILD_CPU_SECONDS, answer_request, run_request, run_requests
 
 __all__ = ["DEFAULT_OPTIONS", "DTYPES", "GPU_KERNELS_CALLS", "ROOT", "TARGETS", "TENSOR_CORE_OPS", "Build",
            "BuildResult", "answer_request", "build", "build_problems", "builds_for", "explain", "gpu_launches",
            "interpreted", "jit_function", "matrix", "narrow_load_problems", "pipeline_problems", "print_table",
            "report_problems", "require_compiler", "run_builds", "run_request", "run_requests", "unique_launches",
-           "BUILD_CPU_SECONDS"]
+           "unrun_kernel_problems", "BUILD_CPU_SECONDS"]

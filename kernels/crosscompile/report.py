@@ -7,6 +7,22 @@ reported by an untrusted process against its own limits.
 
 from __future__ import annotations
 
+def unrun_kernel_problems(answer, what: str, launched: list[str]) -> list[str]:
+    """What the build stands for: the kernels in a build report (plain data) must be among the kernels `what`
+    launched for its value check just before (`launched`, their names, on the grader's own device). Only their
+    configuration (tiles, warps, stages, grid) may differ on a GPU: a build of a kernel that no value test ran
+    proves nothing about the kernel that computed the answers."""
+    if not (isinstance(answer, dict) and isinstance(answer.get("launches"), list)):
+        return []  # no launches to compare: report_problems says why
+    names = {launch.get("name") for launch in answer["launches"] if isinstance(launch, dict)}
+    extra = sorted(str(name) for name in names - set(launched))
+    if not extra:
+        return []
+    return [f"{what} launches {', '.join(extra)} as on a GPU, which it did not launch for the value check (it "
+            f"launched {', '.join(sorted(set(launched))) or 'no kernel'}): the build check builds the kernels the "
+            "value tests run; on a GPU only their tiles, warps, stages and grid may differ"]
+
+
 def report_problems(answer, where: str, target: str, shared_limit: int, tensor_cores: str | None = None,
                     int64_offsets: str | None = None) -> list[str]:
     """What stops the kernels in a worker's build report (plain data: {"launches", "builds"} or {"error"})

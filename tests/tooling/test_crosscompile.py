@@ -422,3 +422,17 @@ def test_a_students_32_bit_offsets_are_named_as_the_grader_fails_them(tmp_path):
     named = [line for line in done.stdout.splitlines() if "32-bit pointer offsets" in line]
     assert named and all(line.startswith("_softmax_kernel") and "softmax.py:" in line for line in named), done.stdout
     assert "with problems" in done.stdout and "0 with problems" not in done.stdout
+
+
+def test_a_build_of_a_kernel_the_value_check_never_ran_is_a_problem():
+    """unrun_kernel_problems: the kernels of a build report must be among those the value check launched; other
+    configurations of the same kernels are fine, and a report without launches is left to report_problems."""
+    from kernels.crosscompile import unrun_kernel_problems
+
+    report = {"launches": [{"name": "_gelu_kernel", "options": {"num_warps": 8}}, {"name": "_decoy"}], "builds": []}
+    problems = unrun_kernel_problems(report, "gelu_triton", ["_gelu_kernel", "_gelu_kernel"])
+    assert len(problems) == 1 and "gelu_triton launches _decoy as on a GPU" in problems[0]
+    assert "it launched _gelu_kernel)" in problems[0]
+    assert unrun_kernel_problems(report, "gelu_triton", ["_decoy", "_gelu_kernel", "_other"]) == []
+    assert "launched no kernel" in unrun_kernel_problems(report, "gelu_triton", [])[0]
+    assert unrun_kernel_problems({"error": "failed when run as on a GPU"}, "gelu_triton", []) == []

@@ -15,7 +15,9 @@ The course GPU is sm_90 (H100, H200) unless LLMSYS_COURSE_GPU names another targ
 The build report comes from the sandbox, so it is judged here against this process's own limits, and
 its points need the same task's kernels to be right first: each test checks a tiny float32 case
 (interpreted on a CPU) before it asks for the build, and is marked with the task whose static rules
-block it.
+block it. The kernels built must be kernels that value check launched: a GPU may change their tiles,
+warps, stages and grid, not which kernels run (a kernel launched only when CUDA is there would be
+built and never tested).
 """
 
 import os
@@ -24,7 +26,7 @@ import pytest
 import torch
 
 from autograder.suites.flash_attention import scenarios
-from kernels.crosscompile import TARGETS, report_problems
+from kernels.crosscompile import TARGETS, report_problems, unrun_kernel_problems
 from kernels.device import default_device
 from kernels.hardware import ARCHITECTURE_GPUS, SHARED_MEMORY_PER_BLOCK
 
@@ -56,10 +58,14 @@ def build_call(part: str, dtype: str) -> dict:
     return dict(dtype=dtype, target=course_target(), part=part, **BUILD_CASE)
 
 
-def assert_builds(student, part: str, dtype: str) -> None:
+def assert_builds(student, part: str, dtype: str, got) -> None:
+    """`part`'s build check, after its value check `got` (a scenario's plain data, with the kernels it launched)."""
     call = build_call(part, dtype)
     answer = student.run(scenarios.triton_gpu_builds, **call)
+    launched = got.get("launches") if isinstance(got, dict) else None
+    assert type(launched) is list and all(type(n) is str for n in launched), "the value check reported no launches"
     problems = judge(answer, part, dtype, call["target"])
+    problems += unrun_kernel_problems(answer, f"FlashAttentionTriton's {part}", launched)
     assert not problems, "\n".join(problems)
 
 
@@ -84,18 +90,18 @@ def test_triton_forward_kernels_build_for_the_course_gpu(student, trusted, rng, 
     """The kernels FlashAttentionTriton's forward launches on a GPU (default tiles, d 128, causal) compile
     for the course GPU (sm_90 unless configured) in bf16 and fp16, fit its shared memory per block at the
     first autotune config, and use tensor-core instructions for every tl.dot; only for a forward that
-    matches float64 at a tiny float32 case.
+    matches float64 at a tiny causal float32 case, and only kernels that forward launched there.
 
     Hint: cast P to V's dtype before tl.dot (p.to(v.dtype)); a GPU compiler rejects fp32 x bf16.
     """
-    case = trusted.draw(rng, **TINY, tiles=(16, 32))
+    case = trusted.draw(rng, **TINY, tiles=(16, 32), causal=BUILD_CASE["is_causal"])
     x = case.inputs(rng.randrange(2**31))
     got = student.run(scenarios.triton_forward, q=x["q"], k=x["k"], v=x["v"], is_causal=case.is_causal,
                       q_tile=case.q_tile, k_tile=case.k_tile, device=DEVICE)
     expected_o, _ = trusted.attention64(x["q"], x["k"], x["v"], case.is_causal)
     trusted.assert_close(f"o ({case}; the build is checked only for a right forward)", got["o"], expected_o,
                          torch.float32, trusted.fp32)
-    assert_builds(student, "forward", dtype)
+    assert_builds(student, "forward", dtype, got)
 
 
 @pytest.mark.points(2)
@@ -106,11 +112,11 @@ def test_triton_backward_kernels_build_for_the_course_gpu(student, trusted, rng,
     """The kernels FlashAttentionTriton's backward launches on a GPU (default tiles, d 128, causal) compile
     for the course GPU in bf16 and fp16, fit its shared memory per block at the first autotune config, and
     use tensor-core instructions for every tl.dot; only for a backward that matches float64 autograd at a
-    tiny float32 case.
+    tiny causal float32 case, and only kernels that backward launched there.
 
     Hint: cast P and dS to the input dtype before tl.dot (p.to(do.dtype), ds.to(q.dtype)).
     """
-    case = trusted.draw(rng, **TINY, tiles=(16, 32))
+    case = trusted.draw(rng, **TINY, tiles=(16, 32), causal=BUILD_CASE["is_causal"])
     x = case.inputs(rng.randrange(2**31))
     o, lse = trusted.attention64(x["q"], x["k"], x["v"], case.is_causal)
     got = student.run(scenarios.triton_backward, q=x["q"], k=x["k"], v=x["v"], o=o.float(), lse=lse.float(),
@@ -118,7 +124,7 @@ def test_triton_backward_kernels_build_for_the_course_gpu(student, trusted, rng,
     for name, want in zip(("dq", "dk", "dv"), trusted.gradients64(x["q"], x["k"], x["v"], x["do"], case.is_causal)):
         trusted.assert_close(f"{name} ({case}; the build is checked only for a right backward)", got[name], want,
                              torch.float32, trusted.fp32)
-    assert_builds(student, "backward", dtype)
+    assert_builds(student, "backward", dtype, got)
 
 
 @pytest.mark.edge

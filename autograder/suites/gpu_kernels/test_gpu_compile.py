@@ -20,7 +20,9 @@ which catches a program that writes past its own part and is repaired by a later
 The course GPU is sm_90 (H100, H200) unless LLMSYS_COURSE_GPU names another target (sm_80, sm_100).
 The build report comes from the sandbox, so it is judged here against this process's own limits, and
 its points need the same kernel to be right first: each test checks a tiny float32 case (interpreted
-on a CPU) before it asks for the build.
+on a CPU) before it asks for the build, and the kernels built must be kernels that value check launched: a
+GPU may change their tiles, warps, stages and grid, not which kernels run (a kernel launched only when CUDA
+is there would be built and never tested).
 """
 
 import os
@@ -29,7 +31,8 @@ import pytest
 import torch
 
 from autograder.suites.gpu_kernels import scenarios
-from kernels.crosscompile import TARGETS, narrow_load_problems, pipeline_problems, report_problems
+from kernels.crosscompile import (TARGETS, narrow_load_problems, pipeline_problems, report_problems,
+                                  unrun_kernel_problems)
 from kernels.device import default_device
 from kernels.hardware import ARCHITECTURE_GPUS, SHARED_MEMORY_PER_BLOCK, TENSOR_CORE_INSTRUCTION
 
@@ -61,11 +64,19 @@ def build_call(kernel: str, dtype: str) -> dict:
     return dict(kernel=kernel, dtype=dtype, target=course_target())
 
 
-def assert_builds(student, kernel: str, dtype: str, dots: bool = False) -> None:
+def assert_builds(student, kernel: str, dtype: str, launched: list[str], dots: bool = False) -> None:
     call = build_call(kernel, dtype)
     answer = student.run(scenarios.gpu_builds, **call)
     problems = judge(answer, kernel, dtype, call["target"], dots)
+    problems += unrun_kernel_problems(answer, f"{kernel}_triton", launched)
     assert not problems, "\n".join(problems)
+
+
+def launched_by(got) -> list[str]:
+    """The names of the kernels a value scenario reports it launched (plain data from the worker)."""
+    names = got.get("launches") if isinstance(got, dict) else None
+    assert type(names) is list and all(type(n) is str for n in names), "the value check reported no launches"
+    return names
 
 
 # Which kernel each build check builds: the grader starts those builds once the tests are collected, beside
@@ -93,15 +104,16 @@ def builds_ahead(items: list) -> list:
 def test_gelu_kernel_builds_for_the_course_gpu(student, trusted, rng, dtype):
     """The kernel gelu_triton launches on a GPU (4096 x 4096) compiles for the course GPU (sm_90 unless
     configured) in bf16 and fp16 and fits its shared memory; only for a GeLU right at a tiny float32 case."""
-    assert_right_gelu(student, trusted, rng)
-    assert_builds(student, "gelu", dtype)
+    assert_builds(student, "gelu", dtype, assert_right_gelu(student, trusted, rng))
 
 
-def assert_right_gelu(student, trusted, rng) -> None:
+def assert_right_gelu(student, trusted, rng) -> list[str]:
+    """gelu_triton right at a tiny float32 case; the kernels it launched."""
     x = trusted.randn(rng.randrange(2**31), rng.randint(1, 30), rng.randint(1, 30), scale=3.0)
-    got = student.run(scenarios.gelu, x=x, view=None, device=DEVICE)["out"]
-    trusted.assert_close("gelu_triton (the build is checked only for a right GeLU)", got, trusted.gelu64(x),
+    got = student.run(scenarios.gelu, x=x, view=None, device=DEVICE)
+    trusted.assert_close("gelu_triton (the build is checked only for a right GeLU)", got["out"], trusted.gelu64(x),
                          torch.float32, trusted.fp32)
+    return launched_by(got)
 
 
 @pytest.mark.points(0.5)
@@ -118,14 +130,14 @@ def test_gelu_kernel_loads_128_bits_per_thread_on_the_course_gpu(student, truste
     over the programs; and give each thread at least 16 bytes, BLOCK >= 8 x 32 x num_warps in bf16/fp16
     (1024 at Triton's default 4 warps, 2048 at 8). Handout §2.
     """
-    assert_right_gelu(student, trusted, rng)
+    launched = assert_right_gelu(student, trusted, rng)
     call = build_call("gelu", dtype)
     answer = student.run(scenarios.gpu_builds, **call)
     where = f"gelu in {dtype} on {call['target']} ({ARCHITECTURE_GPUS[call['target']]})"
     problems = narrow_load_problems(answer, where, call["target"],
                                     "Load consecutive elements, offsets pid * BLOCK + tl.arange(0, BLOCK), and give "
                                     "each thread 16 bytes or more: BLOCK >= 8 x 32 x num_warps in bf16/fp16 "
-                                    "(handout §2)")
+                                    "(handout §2)") + unrun_kernel_problems(answer, "gelu_triton", launched)
     assert not problems, "\n".join(problems)
 
 
@@ -137,10 +149,10 @@ def test_softmax_kernels_build_for_the_course_gpu(student, trusted, rng, dtype):
     """The kernels softmax_triton launches on a GPU (rows of 1000 and of 16384 columns) compile for the course
     GPU in bf16 and fp16 and fit its shared memory; only for a softmax right at a tiny float32 case."""
     x = trusted.randn(rng.randrange(2**31), rng.randint(1, 5), rng.randint(1, 80), scale=3.0)
-    got = student.run(scenarios.softmax, x=x, view=None, block_size=16, device=DEVICE)["out"]
-    trusted.assert_close("softmax_triton (the build is checked only for a right softmax)", got, trusted.softmax64(x),
-                         torch.float32, trusted.fp32)
-    assert_builds(student, "softmax", dtype)
+    got = student.run(scenarios.softmax, x=x, view=None, block_size=16, device=DEVICE)
+    trusted.assert_close("softmax_triton (the build is checked only for a right softmax)", got["out"],
+                         trusted.softmax64(x), torch.float32, trusted.fp32)
+    assert_builds(student, "softmax", dtype, launched_by(got))
 
 
 @pytest.mark.points(2)
@@ -156,18 +168,24 @@ def test_matmul_kernels_build_for_the_course_gpu_with_tensor_cores(student, trus
     Hint: give tl.dot the bf16/fp16 tiles as they are on a GPU (upcast to fp32 only for fp32 inputs or under
     the interpreter); write `_gpu_config` (handout §4) so that num_stages pairs of tiles fit shared memory.
     """
-    assert_right_matmul(student, trusted, rng)
-    assert_builds(student, "matmul", dtype, dots=True)
+    assert_builds(student, "matmul", dtype, assert_right_matmul(student, trusted, rng), dots=True)
 
 
-def assert_right_matmul(student, trusted, rng) -> None:
-    """matmul_triton right at a tiny float32 case (M, N, K from 1 to 40), before any of its builds is read."""
+def assert_right_matmul(student, trusted, rng) -> list[str]:
+    """matmul_triton right at a tiny float32 case (M, N, K from 1 to 40), plain and with a bias and GeLU (as the
+    builds are asked for), before any of its builds is read; the kernels it launched."""
     m, n, k = (rng.randint(1, 40) for _ in range(3))
     a, b = trusted.randn(rng.randrange(2**31), m, k), trusted.randn(rng.randrange(2**31), k, n)
-    got = student.run(scenarios.matmul, a=a, b=b, bias=None, activation=None, a_view=None, b_view=None,
-                      device=DEVICE)["out"]
-    trusted.assert_close("matmul_triton (the build is checked only for a right matmul)", got, trusted.matmul64(a, b),
-                         torch.float32, trusted.fp32)
+    bias = trusted.randn(rng.randrange(2**31), n)
+    launched = []
+    for with_bias, activation in ((None, None), (bias, "gelu")):
+        got = student.run(scenarios.matmul, a=a, b=b, bias=with_bias, activation=activation, a_view=None, b_view=None,
+                          device=DEVICE)
+        expected = trusted.matmul64(a, b, with_bias, activation)
+        trusted.assert_close(f"matmul_triton{' with a bias and GeLU' if activation else ''} (the build is checked "
+                             "only for a right matmul)", got["out"], expected, torch.float32, trusted.fp32)
+        launched += launched_by(got)
+    return launched
 
 
 @pytest.mark.points(0.5)
@@ -185,7 +203,7 @@ def test_matmul_uses_the_course_gpus_own_tensor_cores_and_a_pipeline(student, tr
     Hint: on an H100, Triton emits wgmma for tiles of 64 rows or more at a num_warps that is a multiple of 4
     (a warpgroup is 4 warps), and cp.async from num_stages=2 on. Handout §4, "What the H100 makes of it".
     """
-    assert_right_matmul(student, trusted, rng)
+    launched = assert_right_matmul(student, trusted, rng)
     call = build_call("matmul", dtype)
     answer = student.run(scenarios.gpu_builds, **call)
     where = f"matmul in {dtype} on {call['target']} ({ARCHITECTURE_GPUS[call['target']]})"
@@ -195,6 +213,7 @@ def test_matmul_uses_the_course_gpus_own_tensor_cores_and_a_pipeline(student, tr
              "(handout §4)")
     problems = pipeline_problems(answer, where, call["target"], cores,
                                  "Pipeline the K loop: num_stages >= 2 in your _gpu_config (handout §4)")
+    problems += unrun_kernel_problems(answer, "matmul_triton", launched)
     assert not problems, "\n".join(problems)
 
 

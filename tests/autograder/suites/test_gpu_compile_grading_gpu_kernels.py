@@ -263,3 +263,39 @@ def test_a_gelu_that_gives_each_thread_16_contiguous_bytes_earns_the_load_points
     assert {n: outcome for n, (outcome, _) in found.items()} == {
         "test_gelu_matches_float64_at_random_shapes_and_strides": "passed",
         **dict.fromkeys(GELU_BUILDS | GELU_LOADS, "passed")}, found
+
+
+# A GeLU whose own kernel would lose the build points (int32 offsets), beside a decoy that a GPU alone launches: a
+# plain copy with int64 offsets, which builds cleanly but computes no GeLU and never runs in a value test.
+DECOY_KERNEL = """
+
+@triton.jit
+def _copy_on_a_gpu(X, Y, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(Y + offsets, tl.load(X + offsets, mask=offsets < n), mask=offsets < n)
+
+
+def gelu_triton("""
+GPU_ONLY_DECOY = [
+    ("elementwise.py", "tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)  # int64",
+     "tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)  # int32"),
+    ("elementwise.py", "\n\ndef gelu_triton(", DECOY_KERNEL),
+    ("elementwise.py", "        " + GELU_LAUNCH,
+     "        if torch.cuda.is_available():\n"
+     "            _copy_on_a_gpu[(triton.cdiv(n, BLOCK),)](dense, y, n, BLOCK=BLOCK)\n"
+     "        else:\n"
+     "            " + GELU_LAUNCH),
+]
+
+
+def test_a_kernel_that_only_a_gpu_launches_earns_no_build_point(tmp_path, triton_cache):
+    """The GeLU right on a CPU, whose kernel has int32 offsets, launches a decoy instead when CUDA is there: the
+    decoy builds cleanly, but the build check fails, naming the decoy as a kernel the value check never ran."""
+    found = results(planted(tmp_path, *GPU_ONLY_DECOY), tmp_path, triton_cache, CPU_GELU, HIDDEN,
+                    select="test_gelu_matches_float64_at_random_shapes_and_strides or (gelu_kernel_builds and bf16)")
+    assert found["test_gelu_matches_float64_at_random_shapes_and_strides"][0] == "passed"
+    outcome, message = found["test_gelu_kernel_builds_for_the_course_gpu[bf16]"]
+    assert outcome == "failed", found
+    for words in ("gelu_triton launches _copy_on_a_gpu as on a GPU", "did not launch for the value check",
+                  "it launched _gelu_tanh_kernel"):
+        assert words in message, f"{words!r} missing from the feedback:\n{message[:2000]}"
