@@ -63,11 +63,12 @@ def forbidden(package: str, path: str) -> list[str]:
     """The table of the package's static rules; rules with the same names and reason share a row."""
     rows: dict[tuple, list[str]] = {}
     for rule in _rules(package, "RULES", path) + [GRADER_RULE]:
-        key = (rule.forbidden, rule.required, _reason(rule), rule.imports_only)
+        key = (rule.forbidden, rule.required, _reason(rule), rule.imports_only, rule.stores_only)
         rows.setdefault(key, []).append(_modules(rule))
     lines = ["| where | may not use | must call | why |", "|---|---|---|---|"]
-    for (names, required, reason, imports_only), where in rows.items():
+    for (names, required, reason, imports_only, stores_only), where in rows.items():
         banned = _code(names) + (" (imported)" if imports_only and names else "")
+        banned = f"an attribute of {banned} assigned or deleted" if stores_only and names else banned
         lines.append(f"| {', '.join(where)} | {banned or '—'} | {_code(required) or '—'} | {reason} |")
     return lines
 

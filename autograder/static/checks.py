@@ -49,7 +49,9 @@ class Rule:
     `modules` are module names inside the package ("flops"), task names for one function or class
     ("einops_ops.attention_scores": only that task fails), or "*" for every module. With
     `imports_only`, only imports count, matched from the top (the grader's package names, such as
-    `tests`, are common words elsewhere, and a submission may have a tests module of its own).
+    `tests`, are common words elsewhere, and a submission may have a tests module of its own). With
+    `stores_only`, only attributes assigned or deleted count (`torch.Tensor.x = f`), matched from the top;
+    other rules never count a store.
     """
 
     name: str
@@ -58,7 +60,26 @@ class Rule:
     required: tuple[str, ...] = ()
     reason: str = ""
     imports_only: bool = False
+    stores_only: bool = False
 
+
+# What changes another module, or torch, while the tests run: the tests observe a submission through torch and
+# the course library, in the worker where its code runs. Forbidden in every module (PATCHING_RULES).
+PATCHERS = ("sys.modules", "gc", "inspect", "importlib", "builtins", "setattr", "delattr", "globals", "vars",
+            "__import__", "__setattr__", "__delattr__", "__dict__", "__globals__", "__code__", "__builtins__")
+# The modules whose attributes no submission may assign or delete (`torch.Tensor.untyped_storage = f`).
+SHARED_MODULES = ("torch", "triton", "kernels", "einops", "numpy", "math", "time", "os", "sys", "builtins",
+                  "functools", "operator", "types", "random", "statistics", "collections", "contextlib", "warnings",
+                  "weakref", "copy", "itertools", "dataclasses", "typing", "pytest", "hypothesis", "autograder",
+                  "tests", "gc", "importlib", "inspect", "threading")
+PATCHING_RULES = [
+    Rule(name="no patching", modules=(EVERY_MODULE,), forbidden=PATCHERS,
+         reason="no module may change another while the tests run (they observe your code through torch and the "
+                "course library, in the same process)"),
+    Rule(name="no patching", modules=(EVERY_MODULE,), forbidden=SHARED_MODULES, stores_only=True,
+         reason="no module may assign or delete an attribute of torch, the course library or any module it did "
+                "not write (the tests observe your code through them, in the same process)"),
+]
 
 # What takes work out of sight of a test's memory or FLOP measurement, a TorchDispatchMode, which sees only the
 # ops of its own thread while it is the current mode: other threads or processes, and leaving the dispatch modes.
@@ -234,9 +255,11 @@ def _used(rule: Rule, reference: Reference) -> str:
     """The forbidden name this reference uses under `rule` (as resolved), or ""."""
     if rule.imports_only and reference.kind not in ("import", "star"):
         return ""
+    if rule.stores_only != (reference.kind == "store"):
+        return ""
     for name in reference.names:
         for entry in rule.forbidden:
-            if _matches(entry, name, not rule.imports_only):
+            if _matches(entry, name, not (rule.imports_only or rule.stores_only)):
                 return name
             if reference.kind == "star" and entry.rpartition(".")[0] == name:
                 return entry  # from x.y import * brings in x.y.entry

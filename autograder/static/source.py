@@ -44,7 +44,8 @@ class Reference:
     line: int
     expression: str
     names: tuple[str, ...]
-    kind: str  # "import", "star" (from x import *), "use", "call" (a use as a call's callee) or "string"
+    kind: str  # "import", "star" (from x import *), "use", "call" (a use as a call's callee), "string" or "store"
+    # (an attribute assigned or deleted: `torch.Tensor.x = f`)
     owner: str | None
 
 
@@ -285,7 +286,10 @@ class _Reader:
             target = node.args[0].value
             level = len(target) - len(target.lstrip("."))
             return [self._reference(node, [self._absolute(target.lstrip(".") or None, level)], "import")]
-        if isinstance(node, (ast.Name, ast.Attribute)) and not isinstance(node.ctx, ast.Load):
+        if isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load):
+            names = self._resolve(node)  # an attribute assigned or deleted: a store, not a use
+            return [self._reference(node, names, "store")] if names else []
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
             return []  # an assignment target is not a use
         if isinstance(node, (ast.Name, ast.Attribute)) or _is_getattr(node):
             names = self._resolve(node)

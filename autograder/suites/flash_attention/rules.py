@@ -5,7 +5,7 @@ The whole-row softmax is forbidden in every spelling (torch.softmax, F.softmax, 
 torch.logsumexp, ...), not only the two the handout names: any of them needs the whole score row.
 """
 
-from autograder.static.checks import OUT_OF_SIGHT, Rule
+from autograder.static.checks import OUT_OF_SIGHT, PATCHING_RULES, Rule
 from autograder.static.triton_rules import TritonRules
 
 RULES: list[Rule] = [
@@ -49,7 +49,7 @@ RULES: list[Rule] = [
         required=("triton.jit",),
         reason="flash_triton must compute with Triton kernels (@triton.jit); see the handout §8",
     ),
-]
+] + PATCHING_RULES
 
 # flash_triton's host code and kernels (autograder.static.triton_rules): the host allocates, reshapes and launches;
 # the attention's arithmetic is in @triton.jit functions. The entry points' tensor parameters:

@@ -10,7 +10,7 @@ TRITON_RULES (autograder/static/triton_rules.py): host code allocates, reshapes 
 arithmetic operation is in @triton.jit functions.
 """
 
-from autograder.static.checks import Rule
+from autograder.static.checks import PATCHING_RULES, Rule
 from autograder.static.triton_rules import TritonRules
 
 KERNELS = ("elementwise", "softmax", "matmul")
@@ -58,7 +58,7 @@ RULES: list[Rule] = [
         forbidden=("triton.testing.do_bench", "do_bench", "kernels.bench", "torch.utils.benchmark"),
         reason="benchmark must warm up, synchronise and take the median itself; see the handout §A.2",
     ),
-]
+] + PATCHING_RULES
 
 # Host code allocates, reshapes and launches; the arithmetic is in @triton.jit functions (handout §A.1).
 # Each entry point's tensor parameters:

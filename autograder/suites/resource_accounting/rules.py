@@ -1,6 +1,6 @@
 """Static rules of resource_accounting, as the handout's "Forbidden APIs" table states them."""
 
-from autograder.static.checks import OUT_OF_SIGHT, Rule
+from autograder.static.checks import EVERY_MODULE, OUT_OF_SIGHT, PATCHING_RULES, Rule
 
 RULES: list[Rule] = [
     Rule(
@@ -24,9 +24,9 @@ RULES: list[Rule] = [
     ),
     Rule(
         name="measured in sight",
-        modules=("training.checkpointed_forward",),
+        modules=(EVERY_MODULE,),
         forbidden=OUT_OF_SIGHT,
-        reason="checkpointed_forward runs in the caller's thread, where the tests measure the memory it holds: "
-               "no threads, no processes, no leaving the dispatch modes; see the handout §9",
+        reason="your functions run in the caller's thread, where the tests measure what they compute, save and "
+               "hold: no threads, no processes, no leaving the dispatch modes; see the handout §9",
     ),
-]
+] + PATCHING_RULES

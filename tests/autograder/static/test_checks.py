@@ -47,7 +47,7 @@ def test_the_rules_name_modules_and_tasks_of_the_contract(assignment):
     tree = ROOT / "solutions" / assignment
     for rule in RULES[assignment]:
         assert (rule.forbidden or rule.required) and rule.reason
-        for entry in rule.modules:
+        for entry in (e for e in rule.modules if e != "*"):
             module, _, task = entry.partition(".")
             defs = {n.name for n in ast.parse((tree / f"{module}.py").read_text()).body if hasattr(n, "name")}
             assert not task or task in defs, f"{rule.name}: {entry} is not in solutions/{assignment}"
@@ -102,7 +102,7 @@ def test_an_assigned_alias_is_followed(tmp_path):
 def test_a_string_that_names_a_forbidden_name_is_reported(tmp_path, line):
     found = flash(tmp_path, {"flash_pytorch.py": f"import importlib\nimport torch.nn.functional as F\n"
                                                  f"def f(q, k, v):\n    return {line}\n"})
-    assert [v.line for v in found] == [4]
+    assert [v.line for v in found if v.rule != "no patching"] == [4]  # importlib: no module may use it
 
 
 def test_prose_does_not_count(tmp_path):
@@ -146,7 +146,7 @@ def test_the_reference_attention_is_forbidden_however_it_is_imported(tmp_path):
 def test_importing_the_grader_is_a_violation_for_every_task(tmp_path):
     memory = ("import tests.resource_accounting.scenarios\nfrom autograder.model import wire\nimport importlib\n"
               "importlib.import_module('solutions.flops')\n")
-    found = flops(tmp_path, "X = 1\n", **{"memory.py": memory})
+    found = [v for v in flops(tmp_path, "X = 1\n", **{"memory.py": memory}) if v.rule == "grader code"]
     assert [(v.file, v.line, v.blocks) for v in found] == [("memory.py", 1, ("*",)), ("memory.py", 2, ("*",)),
                                                           ("memory.py", 4, ("*",))]
     assert blocked(found, "flops.matmul_flops") == blocked(found, "") == found
@@ -239,15 +239,16 @@ def test_a_rule_may_cover_every_module(tmp_path):
     "    from torch.utils._python_dispatch import _disable_current_modes\n"
     "    with _disable_current_modes():\n        return model(x)\n",
 ])
-def test_checkpointing_out_of_the_measurements_sight_fails_its_task_alone(tmp_path, body):
+def test_checkpointing_out_of_the_measurements_sight_fails_every_task(tmp_path, body):
     """A checkpointed_forward that runs the plain forward in another thread, or with the dispatch modes left,
-    would hide from kernels.memory what it holds: the static check fails that task, and no other."""
+    would hide from kernels.memory what it holds (and an autocast_forward so run, its matmuls' dtypes): the
+    static check fails every task of the package, as the grader rule does."""
     text = ("import torch\n\n\ndef saved_activation_bytes(fn, *args):\n    return 0\n\n\n"
             "def checkpointed_forward(model, x, num_segments):\n" + body)
     found = scan(package(tmp_path, "resource_accounting", {"training.py": text}), "resource_accounting",
                  ACCOUNTING_RULES)
     assert {v.rule for v in found} == {"measured in sight"}
-    assert blocked(found, "training.checkpointed_forward") and not blocked(found, "training.saved_activation_bytes")
+    assert blocked(found, "training.checkpointed_forward") == blocked(found, "training.autocast_forward") == found
 
 
 def test_flash_pytorch_out_of_the_measurements_sight_is_reported(tmp_path):
@@ -255,3 +256,37 @@ def test_flash_pytorch_out_of_the_measurements_sight_is_reported(tmp_path):
             "    box = []\n    threading.Thread(target=lambda: box.append(q)).start()\n    return box\n")
     found = flash(tmp_path, {"flash_pytorch.py": text})
     assert {v.rule for v in found} == {"measured in sight"} and blocked(found, "flash_pytorch.flash_forward_pytorch")
+
+
+# Patching what observes the submission, in the worker where its code runs: every spelling fails every task.
+PATCHES = {
+    "the memory tracker": "import kernels.memory as m\nm._StorageAccounting.held_bytes = lambda self: 0\n",
+    "a torch method": "import torch\ntorch.Tensor.untyped_storage = lambda self: None\n",
+    "a torch method through an alias": "import torch\nT = torch.Tensor\nT.untyped_storage = lambda self: None\n",
+    "a deleted torch function": "import torch.utils.checkpoint\ndel torch.utils.checkpoint.checkpoint\n",
+    "an imported class": "from torch.utils.checkpoint import checkpoint as c\nc.__wrapped__ = None\n",
+    "setattr": "import torch\nsetattr(torch.Tensor, 'untyped_storage', None)\n",
+    "object.__setattr__": "import torch\nobject.__setattr__(torch, 'autocast', None)\n",
+    "sys.modules": "import sys\nsys.modules['kernels.memory'].MemoryTracker = None\n",
+    "gc": "import gc\nFOUND = gc.get_objects()\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(PATCHES))
+def test_patching_what_observes_the_submission_fails_every_task(tmp_path, name):
+    """The tests observe a submission through torch and the course library (kernels.memory, dispatch modes) in the
+    process where its code runs: a module that changes them, however it spells it, fails every task."""
+    found = scan(package(tmp_path, "resource_accounting", {"memory.py": PATCHES[name]}), "resource_accounting",
+                 ACCOUNTING_RULES)
+    assert found and {v.rule for v in found} == {"no patching"}, [v.message for v in found]
+    assert blocked(found, "training.checkpointed_forward") == blocked(found, "flops.mfu") == found
+    assert "no module may" in found[0].message
+
+
+def test_the_codes_own_objects_and_torch_calls_are_not_patching(tmp_path):
+    text = ("import torch\nfrom torch import nn\n\n\nclass Net(nn.Module):\n    def __init__(self):\n"
+            "        super().__init__()\n        self.layers = nn.ModuleList([nn.Linear(2, 2)])\n\n\n"
+            "def f(model, x):\n    torch.manual_seed(0)\n    x.requires_grad = True\n"
+            "    model.layers[0].weight.grad = None\n    return model(x)\n")
+    assert scan(package(tmp_path, "resource_accounting", {"training.py": text}), "resource_accounting",
+                ACCOUNTING_RULES) == []
