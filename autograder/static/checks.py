@@ -51,7 +51,8 @@ class Rule:
     `imports_only`, only imports count, matched from the top (the grader's package names, such as
     `tests`, are common words elsewhere, and a submission may have a tests module of its own). With
     `stores_only`, only attributes assigned or deleted count (`torch.Tensor.x = f`), matched from the top;
-    other rules never count a store.
+    other rules never count a store. With `from_the_top`, every use counts, but an identifier matches only a
+    whole name from its start (`exec`, not `torch.exec`; `gc.get_objects`, not a local `gc`).
     """
 
     name: str
@@ -61,21 +62,34 @@ class Rule:
     reason: str = ""
     imports_only: bool = False
     stores_only: bool = False
+    from_the_top: bool = False
 
 
-# What changes another module, or torch, while the tests run: the tests observe a submission through torch and
-# the course library, in the worker where its code runs. Forbidden in every module (PATCHING_RULES).
-PATCHERS = ("sys.modules", "gc", "inspect", "importlib", "builtins", "setattr", "delattr", "globals", "vars",
-            "__import__", "__setattr__", "__delattr__", "__dict__", "__globals__", "__code__", "__builtins__")
-# The modules whose attributes no submission may assign or delete (`torch.Tensor.untyped_storage = f`).
+# What changes another module, or torch, while the tests run, or reaches what the check cannot read (code or names
+# built at run time): the tests observe a submission through torch and the course library, in the worker where its
+# code runs. Matched from the top, as dotted names (`gc.collect()` and a local variable called `vars` are fine).
+PATCHERS = ("sys.modules", "sys._getframe", "gc.get_objects", "gc.get_referrers", "gc.get_referents",
+            "inspect.currentframe", "inspect.stack", "inspect.getouterframes", "inspect.getinnerframes", "inspect.trace",
+            "importlib", "builtins", "pkgutil", "runpy", "ctypes", "operator.attrgetter", "setattr", "delattr",
+            "__import__", "exec", "eval", "compile", "object.__setattr__", "object.__delattr__", "type.__setattr__",
+            "type.__delattr__")
+# Attributes that reach a function's globals or code, or set an attribute around the assignments the check reads,
+# on whatever object: matched anywhere in a name.
+PATCHING_ATTRIBUTES = ("__globals__", "__code__", "__builtins__", "__closure__", "__dict__", "__setattr__",
+                       "__delattr__")
+# The modules whose attributes no submission may assign or delete (`torch.Tensor.untyped_storage = f`), through
+# the file's imports and aliases.
 SHARED_MODULES = ("torch", "triton", "kernels", "einops", "numpy", "math", "time", "os", "sys", "builtins",
                   "functools", "operator", "types", "random", "statistics", "collections", "contextlib", "warnings",
                   "weakref", "copy", "itertools", "dataclasses", "typing", "pytest", "hypothesis", "autograder",
                   "tests", "gc", "importlib", "inspect", "threading")
 PATCHING_RULES = [
-    Rule(name="no patching", modules=(EVERY_MODULE,), forbidden=PATCHERS,
-         reason="no module may change another while the tests run (they observe your code through torch and the "
-                "course library, in the same process)"),
+    Rule(name="no patching", modules=(EVERY_MODULE,), forbidden=PATCHERS, from_the_top=True,
+         reason="no module may change another while the tests run, or run code built at run time (the tests "
+                "observe your code through torch and the course library, in the same process)"),
+    Rule(name="no patching", modules=(EVERY_MODULE,), forbidden=PATCHING_ATTRIBUTES,
+         reason="no module may reach a function's globals or code, or set attributes around plain assignments "
+                "(the tests observe your code through torch and the course library, in the same process)"),
     Rule(name="no patching", modules=(EVERY_MODULE,), forbidden=SHARED_MODULES, stores_only=True,
          reason="no module may assign or delete an attribute of torch, the course library or any module it did "
                 "not write (the tests observe your code through them, in the same process)"),
@@ -259,7 +273,7 @@ def _used(rule: Rule, reference: Reference) -> str:
         return ""
     for name in reference.names:
         for entry in rule.forbidden:
-            if _matches(entry, name, not (rule.imports_only or rule.stores_only)):
+            if _matches(entry, name, not (rule.imports_only or rule.stores_only or rule.from_the_top)):
                 return name
             if reference.kind == "star" and entry.rpartition(".")[0] == name:
                 return entry  # from x.y import * brings in x.y.entry

@@ -287,7 +287,10 @@ class _Reader:
             level = len(target) - len(target.lstrip("."))
             return [self._reference(node, [self._absolute(target.lstrip(".") or None, level)], "import")]
         if isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load):
-            names = self._resolve(node)  # an attribute assigned or deleted: a store, not a use
+            # An attribute assigned or deleted: a store, not a use; of what the file imported (through its
+            # aliases), never of a local variable that merely shares a module's name (`copy.requires_grad = True`).
+            aliased, _, starred = self._candidates(node)
+            names = aliased or starred
             return [self._reference(node, names, "store")] if names else []
         if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
             return []  # an assignment target is not a use

@@ -263,7 +263,8 @@ class _Analysis(FlowAnalysis):
             elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
                   and len(node.args) >= 2 and not (isinstance(node.args[1], ast.Constant)
                                                    and isinstance(node.args[1].value, str)
-                                                   and not node.args[1].value.startswith("__"))):
+                                                   and (not node.args[1].value.startswith("__")
+                                                        or node.args[1].value in DUNDER_ALLOWED))):
                 why = "uses `getattr` with a name built at run time or a dunder, which this check cannot follow"
             elif (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
                   and module.name not in self.tasks

@@ -269,6 +269,10 @@ PATCHES = {
     "object.__setattr__": "import torch\nobject.__setattr__(torch, 'autocast', None)\n",
     "sys.modules": "import sys\nsys.modules['kernels.memory'].MemoryTracker = None\n",
     "gc": "import gc\nFOUND = gc.get_objects()\n",
+    "exec of a built string": "exec('import kernels.mem' + 'ory as m\\nm.MemoryTracker.held_bytes = 0')\n",
+    "pkgutil": "import pkgutil\nCOUNTER = pkgutil.resolve_name('torch.utils.flop' + '_counter')\n",
+    "operator.attrgetter": "import operator\nimport torch\nC = operator.attrgetter('utils.flop' + '_counter')(torch)\n",
+    "a module's __dict__": "import kernels.memory as m\nm.__dict__['MemoryTracker'] = None\n",
 }
 
 
@@ -283,10 +287,25 @@ def test_patching_what_observes_the_submission_fails_every_task(tmp_path, name):
     assert "no module may" in found[0].message
 
 
-def test_the_codes_own_objects_and_torch_calls_are_not_patching(tmp_path):
-    text = ("import torch\nfrom torch import nn\n\n\nclass Net(nn.Module):\n    def __init__(self):\n"
-            "        super().__init__()\n        self.layers = nn.ModuleList([nn.Linear(2, 2)])\n\n\n"
-            "def f(model, x):\n    torch.manual_seed(0)\n    x.requires_grad = True\n"
-            "    model.layers[0].weight.grad = None\n    return model(x)\n")
-    assert scan(package(tmp_path, "resource_accounting", {"training.py": text}), "resource_accounting",
+HARMLESS = {
+    "the code's own objects": "import torch\nfrom torch import nn\n\n\nclass Net(nn.Module):\n"
+                              "    def __init__(self):\n        super().__init__()\n"
+                              "        self.layers = nn.ModuleList([nn.Linear(2, 2)])\n\n\n"
+                              "def f(model, x):\n    torch.manual_seed(0)\n    x.requires_grad = True\n"
+                              "    model.layers[0].weight.grad = None\n    return model(x)\n",
+    "gc.collect": "import gc\n\n\ndef f(fn):\n    gc.collect()\n    return fn()\n",
+    "a local called vars": "def f(model):\n    vars = [p for p in model.parameters()]\n    return len(vars)\n",
+    "a local called inspect": "import torch\n\n\ndef f(value, dtype):\n"
+                              "    inspect = torch.tensor(value).to(dtype)\n    return inspect.item() == 0\n",
+    "checkpoint imported as gc": "from torch.utils.checkpoint import checkpoint as gc\n\n\n"
+                                 "def f(run, h):\n    return gc(run, h, use_reentrant=False)\n",
+    "a local called copy": "def f(a):\n    copy = a.detach().clone()\n    copy.requires_grad = True\n"
+                           "    return copy\n",
+    "re.compile": "import re\n\nPATTERN = re.compile('x')\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HARMLESS))
+def test_harmless_code_that_looks_like_patching_breaks_no_rule(tmp_path, name):
+    assert scan(package(tmp_path, "resource_accounting", {"training.py": HARMLESS[name]}), "resource_accounting",
                 ACCOUNTING_RULES) == []

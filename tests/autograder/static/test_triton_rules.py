@@ -505,3 +505,10 @@ def test_a_cost_module_that_rebinds_the_matmul_fails_the_matmul_task(tmp_path):
     assert {v.file for v in found} == {"cost.py"}, [v.message for v in found]
     mine = blocked(found, "matmul.matmul_triton")
     assert any("__setattr__" in v.message for v in mine) and any("_python_dispatch" in v.message for v in mine)
+
+
+def test_reading_a_functions_name_with_getattr_breaks_no_rule(tmp_path):
+    """getattr of a constant, harmless dunder (a benchmark's label: `getattr(fn, "__name__", repr(fn))`) is fine
+    in any module; a dunder that sets or reaches code is not (test above)."""
+    text = (SOLUTION / "analysis.py").read_text() + '\n\ndef label(fn):\n    return getattr(fn, "__name__", repr(fn))\n'
+    assert findings(tree_with(tmp_path, {"analysis.py": text})) == []
