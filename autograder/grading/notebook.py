@@ -24,7 +24,10 @@ from autograder.written import answers as written
 MACHINERY = re.compile(r"\b(get_ipython|IPython|InteractiveShell|ipykernel|__IPYTHON__|input_transformers\w*|"
                        r"input_splitter|ast_transformers|set_custom_exc|showtraceback|showsyntaxerror|"
                        r"excepthook|displayhook|register_magic_function|run_cell\w*)\b|\.events\.(?:un)?register\b")
-WRITEFILE = re.compile(r"%%writefile(\s|$)")
+# IPython's %%writefile, and %%file, its alias.
+WRITEFILE = re.compile(r"%%(?:writefile|file)(\s|$)")
+# What IPython drops before it looks for a cell magic: the cell's leading blank lines.
+LEADING_BLANK_LINES = re.compile(r"\A(?:[ \t]*\n)+")
 SCAN_MARK = "touches IPython's machinery"  # in each problem line the scan writes
 MAGICS = re.compile(r"^\s*%{1,2}(load_ext|reload_ext|config|run|capture)\b", re.MULTILINE)
 MAX_CELLS = 2000  # an assignment notebook has some tens
@@ -73,7 +76,7 @@ def read_modules(data: bytes, packages: list[str]) -> tuple[dict[str, bytes], li
         if not isinstance(source, str):
             continue
         problems += _scan(number, source)
-        first, _, body = source.partition("\n")
+        first, _, body = LEADING_BLANK_LINES.sub("", source).partition("\n")
         if WRITEFILE.match(first):
             _take(number, first, body, packages, parts, writers, problems)
     for rel, numbers in writers.items():
@@ -110,7 +113,7 @@ def _take(number: int, first: str, body: str, packages: list[str], parts: dict[s
                         "graded; keep each module cell's first line as the notebook gave it")
         return
     try:
-        args = shlex.split(first[len("%%writefile"):])
+        args = shlex.split(first[WRITEFILE.match(first).end(0):])
     except ValueError:
         args = []
     names = [a for a in args if not a.startswith("-")]

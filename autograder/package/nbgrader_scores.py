@@ -173,6 +173,9 @@ def record(gradebook, assignment: str, result: NotebookScore, comment_cell: str)
     for grade_id, (earned, _) in result.cells.items():
         grade = gradebook.find_grade(grade_id, result.notebook, assignment, result.student)
         grade.manual_score = earned
+        # The trusted grader's is the only score: nbgrader's own autograde (run in the student's kernel, which its
+        # code controls) must never show through, as it would where manual_score is None.
+        grade.auto_score = None
         grade.needs_manual_grade = earned is None  # no score: formgrader lists it as still to grade
     if comment_cell:
         note = gradebook.find_comment(comment_cell, result.notebook, assignment, result.student)

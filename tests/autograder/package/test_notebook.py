@@ -24,6 +24,17 @@ def test_each_writefile_cell_gives_its_module_and_the_package_gets_an_init():
     assert problems == []
 
 
+def test_what_ipython_also_runs_as_writefile_is_read_as_it_does():
+    """%%file is IPython's alias of %%writefile, and IPython drops a cell's leading blank lines before it looks
+    for a cell magic: such cells write their modules in the kernel, so they are graded as written."""
+    files, problems = read_modules(notebook("%%file resource_accounting/memory.py\nA = 1",
+                                            "\n  \n%%writefile resource_accounting/flops.py\nB = 2\n",
+                                            "%%filex resource_accounting/network.py\nC = 3\n"), PACKAGES)
+    assert files == {"resource_accounting/memory.py": b"A = 1\n", "resource_accounting/flops.py": b"B = 2\n",
+                     "resource_accounting/__init__.py": b""}
+    assert problems == []
+
+
 def test_a_later_cell_replaces_an_earlier_one_and_append_appends_as_in_the_kernel():
     files, problems = read_modules(notebook("%%writefile resource_accounting/memory.py\nA = 1",
                                             "%%writefile resource_accounting/memory.py\nA = 2",
