@@ -196,8 +196,9 @@ def for_gradescope(report, out: Path, course: Path, metadata: Path) -> list[str]
     """Gradescope's channel, one graded submission at a time: the course file's late policy, and the
     extensions and overrides of the student that Gradescope's submission_metadata.json names, applied to its
     results.json and feedback.md (autograder.cohort.late.apply_to_submission). The student is found on the
-    roster by the metadata's sid (the roster's id), email or name; without a roster, an entry's student is
-    compared with those. Returns what to tell the grader's log."""
+    roster by the metadata's sid (the roster's id) or email; without a roster, an entry's student is compared with
+    those. Never by the name: a student may change it in Gradescope, and so take another's extension or override.
+    Returns what to tell the grader's log."""
     policy, students, wanted = load_late(course), load_roster(course), load_adjustments(course)
     seen = [key(value) for value in _gradescope_users(metadata) if value.strip()]
     if students:
@@ -217,9 +218,10 @@ def for_gradescope(report, out: Path, course: Path, metadata: Path) -> list[str]
 
 
 def _gradescope_users(metadata: Path) -> list[str]:
-    """The sid, email and name of each student of a Gradescope submission (its metadata's users)."""
+    """The sid and email of each student of a Gradescope submission (its metadata's users): what the course
+    staff set (the sid) or the student verified (the email), not the name the student may change."""
     try:
         users = json.loads(Path(metadata).read_text(encoding="utf-8")).get("users") or []
     except (OSError, UnicodeError, ValueError, AttributeError):
         return []
-    return [str(user.get(field) or "") for user in users if isinstance(user, dict) for field in ("sid", "email", "name")]
+    return [str(user.get(field) or "") for user in users if isinstance(user, dict) for field in ("sid", "email")]

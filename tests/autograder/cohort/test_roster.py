@@ -231,6 +231,16 @@ def test_on_gradescope_the_students_extension_and_override_apply(tmp_path):
     write_all(graded, tmp_path / "results")
     for_gradescope(graded, tmp_path / "results", path, metadata)
     assert json.loads((tmp_path / "results" / "results.json").read_text())["score"] == 0.5  # s2: 1 day late, 50% off
+    # A student who renamed themselves after s1 (Gradescope lets a student change the name) gets nothing of s1's,
+    # with a roster or without one.
+    data["users"] = [{"email": "mallory@uni.edu", "name": "s1", "sid": "s9"}]
+    metadata.write_text(json.dumps(data))
+    for roster in (True, False):
+        if not roster:
+            path.write_text(path.read_text().replace('[roster]\nfile = "roster.csv"\n', ""))
+        write_all(graded, tmp_path / "results")
+        lines = for_gradescope(graded, tmp_path / "results", path, metadata)
+        assert json.loads((tmp_path / "results" / "results.json").read_text())["score"] == 0.5, (roster, lines)
 
 
 def test_the_gradescope_package_carries_the_roster_and_only_its_assignments_entries(tmp_path):
