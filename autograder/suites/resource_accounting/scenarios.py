@@ -583,22 +583,37 @@ def saved_bytes(kind: str, spec: dict) -> int:
     return saved_activation_bytes(fn, *args)
 
 
-class _Recorder:
-    """Counts optimizer steps (a post-step hook) and records the grad-enabled forwards of the first layer."""
+# The products aten runs for a Linear layer's forward (nn.Linear, F.linear, x @ w.T, however reached).
+_PRODUCTS = (torch.ops.aten.mm, torch.ops.aten.addmm, torch.ops.aten.bmm, torch.ops.aten.baddbmm, torch.ops.aten.mv,
+             torch.ops.aten.addmv, torch.ops.aten.linear, torch.ops.aten.matmul, torch.ops.aten.dot)
+
+
+class _Recorder(TorchDispatchMode):
+    """Counts optimizer steps (a post-step hook) and, while active, records the input of every grad-enabled product
+    with the first layer's weight, as aten runs it: a forward through that layer is seen however the code reaches
+    it (the module, its `forward`, which skips the module's hooks, or F.linear on its weight). A backward runs with
+    grad disabled, so its products with the weight are not forwards."""
 
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
-        self.steps, self.rows, self.no_grad_forwards = 0, [], 0
+        super().__init__()
+        self.steps, self.rows = 0, []
         optimizer.register_step_post_hook(self._stepped)
-        model[0].register_forward_pre_hook(self._forward)
+        first = model[0]
+        self.weight = first.weight.untyped_storage().data_ptr()
+        self.bias = None if first.bias is None else first.bias.untyped_storage().data_ptr()
 
     def _stepped(self, optimizer, args, kwargs) -> None:
         self.steps += 1
 
-    def _forward(self, module, args) -> None:
-        if torch.is_grad_enabled():
-            self.rows.append(args[0].detach().clone())
-        else:
-            self.no_grad_forwards += 1
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if torch.is_grad_enabled() and func.overloadpacket in _PRODUCTS:
+            tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+            storages = [t.untyped_storage().data_ptr() for t in tensors]
+            if self.weight in storages:
+                others = [t for t, s in zip(tensors, storages) if s not in (self.weight, self.bias)]
+                self.rows.append(others[0].detach().clone() if len(others) == 1 else torch.empty(0))
+        return func(*args, **kwargs)
 
 
 def accumulation(case: dict, optimizer: str, hyper: dict, num_micro_batches: int, stale: bool,
@@ -618,7 +633,9 @@ def accumulation(case: dict, optimizer: str, hyper: dict, num_micro_batches: int
         for param in model.parameters():
             param.grad = torch.randn(param.shape, generator=gen, dtype=param.dtype) * 10
     recorder = _Recorder(model, opt)
-    loss = accumulated_train_step(model, opt, built["inputs"], built["targets"], built["loss_fn"], num_micro_batches)
+    with recorder:
+        loss = accumulated_train_step(model, opt, built["inputs"], built["targets"], built["loss_fn"],
+                                      num_micro_batches)
     return {"loss": loss, "params": [p.detach() for p in model.parameters()], "steps": recorder.steps,
             "micro_batches": recorder.rows}
 

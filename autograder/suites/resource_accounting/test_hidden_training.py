@@ -206,7 +206,8 @@ def test_accumulated_step_returns_the_full_batch_mean_loss_at_random_cases(stude
 @pytest.mark.task("training.accumulated_train_step")
 def test_accumulated_step_runs_equal_contiguous_micro_batches_in_order(student, trusted, rng):
     """With grad enabled the model sees exactly num_micro_batches forwards, each of batch / num_micro_batches rows,
-    which are the batch's consecutive row blocks in order (recorded by a hook on the first layer)."""
+    which are the batch's consecutive row blocks in order (recorded from the products aten runs with the first
+    layer's weight, however the code reaches that layer)."""
     draw = accumulation_draw(rng, rng.choice(("sgd", "adamw")))
     got = run_accumulation(student, rng, draw, stale=False)
     inputs = scenarios.accumulation_case(**draw["case"])["inputs"]

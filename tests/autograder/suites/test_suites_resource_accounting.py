@@ -292,3 +292,33 @@ def test_a_checkpointed_forward_that_measures_itself_as_free_loses_the_memory_po
         "test_training::test_checkpointing_16_layers_in_4_segments_saves_less_than_half",
         "test_hidden_training::test_checkpointed_saved_bytes_stay_within_the_bound_at_random_sizes",
         "test_hidden_training::test_checkpointing_16_layers_in_4_segments_saves_less_than_half_at_random_widths"}
+
+
+SHOW_FORWARDS = ("""    for x, y in zip(inputs.split(size), targets.split(size)):
+        # The mean over the batch is the mean of the micro-batch means: scale each by 1/k so the
+        # gradients summed by backward() are the full batch's.
+        loss = loss_fn(model(x), y) / num_micro_batches
+        loss.backward()
+        total += loss.item()
+""", """    for x in inputs.split(size):
+        model[0](x)  # for show
+    out = model[0].forward(inputs)
+    for layer in list(model)[1:]:
+        out = layer(out)
+    loss = loss_fn(out, targets)
+    loss.backward()
+    total = loss.item()
+""")
+
+
+def test_forwards_for_show_beside_a_full_batch_step_lose_the_micro_batch_points(tmp_path):
+    """accumulated_train_step that runs each micro-batch through the first layer for show, then takes one ordinary
+    full-batch step through that layer's `forward` (which skips the module's hooks): the model and the loss are
+    right, so only the test of the micro-batches fails, as the forwards are observed in aten's products."""
+    text = (SOLUTION / "training.py").read_text()
+    right, wrong = SHOW_FORWARDS
+    assert text.count(right) == 1, "the solution's training.py changed: update the edit"
+    found = outcomes(build_tree(tmp_path, {"training.py": text.replace(right, wrong)}), tmp_path,
+                     f"{SUITE}/test_hidden_training.py")
+    assert {name for name, outcome in found.items() if outcome == "failed"} == {
+        "test_hidden_training::test_accumulated_step_runs_equal_contiguous_micro_batches_in_order"}
