@@ -186,8 +186,9 @@ def test_checkpointed_forward_rejects_a_segment_count_outside_1_to_l(student, nu
 @pytest.mark.points(2)
 @pytest.mark.task("training.autocast_forward")
 def test_autocast_forward_runs_the_matmuls_in_bf16_and_keeps_fp32_parameters(student):
-    """autocast_forward(model, x) on CPU runs every matmul on bfloat16 operands and returns the model's output in
-    bfloat16 (within bf16 rounding, 5e-2), while every parameter stays float32.
+    """autocast_forward(model, x) on CPU runs every matmul on bfloat16 operands (no other op computes with the
+    float32 weights: each is only cast to bfloat16) and returns the model's output in bfloat16 (within bf16
+    rounding, 5e-2), while every parameter stays float32.
 
     Hint: wrap the forward in torch.autocast(device_type=x.device.type, dtype=dtype); casting the output
     afterwards is not mixed precision.
@@ -198,6 +199,9 @@ def test_autocast_forward_runs_the_matmuls_in_bf16_and_keeps_fp32_parameters(stu
     assert got["output"].dtype == torch.bfloat16, f"output dtype {got['output'].dtype}, expected torch.bfloat16"
     assert got["matmul_dtypes"] and set(got["matmul_dtypes"]) == {torch.bfloat16}, (
         f"the matmuls ran on {got['matmul_dtypes']}, expected bfloat16 operands only")
+    assert got["float32_parameter_ops"] == [], (
+        f"{sorted(set(got['float32_parameter_ops']))} computed with the float32 weights themselves; under autocast "
+        "a weight is only cast to bfloat16, and the matmuls read that copy")
     assert got["param_dtypes"] == [torch.float32, torch.float32]
     expected = deep_network_reference([w.double() for w in weights], x.double())
     torch.testing.assert_close(got["output"].double(), expected, rtol=5e-2, atol=5e-2)

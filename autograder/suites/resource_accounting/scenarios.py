@@ -693,17 +693,33 @@ def checkpointed_invalid(dim: int, num_layers: int, num_segments) -> list[int]:
     return list(checkpointed_forward(DeepNetwork(dim, num_layers), torch.randn(2, dim), num_segments).shape)
 
 
-class _MatmulDtypes(TorchDispatchMode):
-    """Records the dtypes of the tensor operands of every aten matmul run while active."""
+# What may read a float32 parameter under autocast: casting it to the low dtype, and views of it.
+_CASTS = (torch.ops.aten._to_copy, torch.ops.aten.to, torch.ops.aten.t, torch.ops.aten.transpose,
+          torch.ops.aten.view, torch.ops.aten.detach, torch.ops.aten.alias, torch.ops.aten.expand,
+          torch.ops.aten.permute, torch.ops.aten._unsafe_view)
 
-    def __init__(self) -> None:
+
+class _MatmulDtypes(TorchDispatchMode):
+    """Records the dtypes of the tensor operands of every aten matmul run while active, and every other op that
+    computes with one of `params` (float32 parameters) itself: under autocast each is only cast to the low dtype
+    (or viewed), and the products read the copy. So a forward that computes in float32 by another op (a multiply
+    and a sum) beside one low-precision matmul for show is seen."""
+
+    def __init__(self, params=()) -> None:
         super().__init__()
         self.dtypes: list[torch.dtype] = []
+        self.params = {p.untyped_storage().data_ptr() for p in params}
+        self.float32_reads: list[str] = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
         if func.overloadpacket in (torch.ops.aten.mm, torch.ops.aten.addmm, torch.ops.aten.bmm):
             self.dtypes += [a.dtype for a in args if isinstance(a, torch.Tensor)]
-        return func(*args, **(kwargs or {}))
+        if self.params and func.overloadpacket not in _CASTS and any(
+                isinstance(a, torch.Tensor) and a.untyped_storage().data_ptr() in self.params
+                for a in (*args, *kwargs.values())):
+            self.float32_reads.append(str(func.overloadpacket).rpartition(".")[2])
+        return func(*args, **kwargs)
 
 
 def autocast_run(weights: list[torch.Tensor], x: torch.Tensor, dtype: torch.dtype, device: str = "cpu") -> dict:
@@ -715,10 +731,11 @@ def autocast_run(weights: list[torch.Tensor], x: torch.Tensor, dtype: torch.dtyp
 
     model = _deep_network(weights).to(device)
     x = x.to(device)
-    with _MatmulDtypes() as recorder:
+    with _MatmulDtypes(model.parameters()) as recorder:
         out = autocast_forward(model, x, dtype)
     after = (x @ x.transpose(-1, -2)).dtype
     return {"output": out.detach(), "device": out.device.type, "matmul_dtypes": recorder.dtypes,
+            "float32_parameter_ops": recorder.float32_reads,
             "param_dtypes": [p.dtype for p in model.parameters()], "input_dtype": x.dtype,
             "still_enabled": torch.is_autocast_enabled(device), "after": after}
 

@@ -342,7 +342,8 @@ def autocast_draw(rng: random.Random) -> tuple:
 def test_autocast_forward_output_and_parameter_dtypes_for_random_networks(student, trusted, rng):
     """For 3 random networks (1 to 4 layers, random width and leading dims) and dtype bfloat16 or float16:
     the output is in dtype and within a few ulps of torch's own autocast result, every matmul ran on dtype
-    operands (recorded by a dispatch mode), and the parameters and the input stay float32."""
+    operands and no other op computed with the float32 weights themselves (recorded by a dispatch mode: a weight
+    is only cast to dtype), and the parameters and the input stay float32."""
     for _ in range(3):
         weights, x, dtype = autocast_draw(rng)
         got = student.run(scenarios.autocast_run, weights=weights, x=x, dtype=dtype)
@@ -353,6 +354,9 @@ def test_autocast_forward_output_and_parameter_dtypes_for_random_networks(studen
                               atol=tol * max(1.0, expected.abs().max().item()))
         assert got["matmul_dtypes"] and set(got["matmul_dtypes"]) == {dtype}, \
             f"{where}: the matmuls ran on {got['matmul_dtypes']}, expected {dtype} operands only"
+        assert got["float32_parameter_ops"] == [], \
+            f"{where}: {sorted(set(got['float32_parameter_ops']))} computed with the float32 weights themselves; " \
+            f"under autocast a weight is only cast to {dtype}, and the matmuls read that copy"
         assert got["param_dtypes"] == [torch.float32] * len(weights), \
             f"{where}: parameters became {got['param_dtypes']}"
         assert got["input_dtype"] == torch.float32, f"{where}: the input became {got['input_dtype']}"

@@ -322,3 +322,28 @@ def test_forwards_for_show_beside_a_full_batch_step_lose_the_micro_batch_points(
                      f"{SUITE}/test_hidden_training.py")
     assert {name for name, outcome in found.items() if outcome == "failed"} == {
         "test_hidden_training::test_accumulated_step_runs_equal_contiguous_micro_batches_in_order"}
+
+
+FLOAT32_FOR_SHOW = ("""    with torch.autocast(device_type=x.device.type, dtype=dtype):
+        return model(x)
+""", """    rows = x.reshape(-1, x.shape[-1])[:1]
+    torch.mm(rows.to(dtype), rows.T.to(dtype))  # one low-precision matmul, for show
+    h = x
+    for layer in model.layers:
+        h = torch.relu((h.unsqueeze(-1) * layer.weight).sum(-2))  # the product in float32, by another op
+    return h.to(dtype)
+""")
+
+
+def test_a_float32_forward_beside_a_matmul_for_show_loses_the_autocast_points(tmp_path):
+    """autocast_forward that computes every layer in float32 with a multiply and a sum, runs one bf16 matmul for
+    show and casts the output: its matmuls ran in the low dtype and its output is within the tolerance, but its
+    multiply read the float32 weights themselves, which autocast never does, so the dtype test fails."""
+    text = (SOLUTION / "training.py").read_text()
+    right, wrong = FLOAT32_FOR_SHOW
+    assert text.count(right) == 1, "the solution's training.py changed: update the edit"
+    found = outcomes(build_tree(tmp_path, {"training.py": text.replace(right, wrong)}), tmp_path,
+                     f"{PUBLIC}/test_training.py", f"{SUITE}/test_hidden_training.py")
+    assert {name for name, outcome in found.items() if outcome == "failed"} == {
+        "test_training::test_autocast_forward_runs_the_matmuls_in_bf16_and_keeps_fp32_parameters",
+        "test_hidden_training::test_autocast_forward_output_and_parameter_dtypes_for_random_networks"}
