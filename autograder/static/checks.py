@@ -68,9 +68,11 @@ class Rule:
 # What changes another module, or torch, while the tests run, or reaches what the check cannot read (code or names
 # built at run time): the tests observe a submission through torch and the course library, in the worker where its
 # code runs. Matched from the top, as dotted names (`gc.collect()` and a local variable called `vars` are fine).
+# ctypes is left to the sandbox, whose own tests plant attacks through it (tests/autograder/sandbox); a Triton
+# package forbids it too (autograder/static/triton_rules.py, HIDDEN_NAMES).
 PATCHERS = ("sys.modules", "sys._getframe", "gc.get_objects", "gc.get_referrers", "gc.get_referents",
             "inspect.currentframe", "inspect.stack", "inspect.getouterframes", "inspect.getinnerframes", "inspect.trace",
-            "importlib", "builtins", "pkgutil", "runpy", "ctypes", "operator.attrgetter", "setattr", "delattr",
+            "importlib", "builtins", "pkgutil", "runpy", "operator.attrgetter", "setattr", "delattr",
             "__import__", "exec", "eval", "compile", "object.__setattr__", "object.__delattr__", "type.__setattr__",
             "type.__delattr__")
 # Attributes that reach a function's globals or code, or set an attribute around the assignments the check reads,
