@@ -71,7 +71,8 @@ class Rule:
 # ctypes is left to the sandbox, whose own tests plant attacks through it (tests/autograder/sandbox); a Triton
 # package forbids it too (autograder/static/triton_rules.py, HIDDEN_NAMES).
 PATCHERS = ("sys.modules", "sys._getframe", "gc.get_objects", "gc.get_referrers", "gc.get_referents",
-            "inspect.currentframe", "inspect.stack", "inspect.getouterframes", "inspect.getinnerframes", "inspect.trace",
+            "inspect.currentframe", "inspect.stack", "inspect.getouterframes", "inspect.getinnerframes",
+            "inspect.trace",
             "importlib", "builtins", "pkgutil", "runpy", "operator.attrgetter", "setattr", "delattr",
             "__import__", "exec", "eval", "compile", "object.__setattr__", "object.__delattr__", "type.__setattr__",
             "type.__delattr__")

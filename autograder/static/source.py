@@ -182,6 +182,7 @@ class _Reader:
                       and _is_stub(s)}
         self.aliases: dict[str, set[str]] = {}
         self.stars: list[str] = []
+        self.imported: set[str] = set()  # names an import binds, and names assigned from their attributes
 
     def module(self, name: str, file: str) -> Module:
         imports = [r for node in self.nodes for r in self._imports(node)]
@@ -239,6 +240,7 @@ class _Reader:
         return [self._reference(node, targets, "import")]
 
     def _bind(self, name: str, target: str, line: int) -> None:
+        self.imported.add(name)
         bound = self.aliases.setdefault(name, set())
         bound.add(target)
         if len(bound) > MAX_ALIASES:
@@ -248,6 +250,12 @@ class _Reader:
         """`F = torch.nn.functional` makes F an alias too."""
         pairs = [(t.id, n.value, n.lineno) for n in self.nodes if isinstance(n, (ast.Assign, ast.AnnAssign))
                  for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)]
+        # A name assigned from an imported name's chain is imported too (T = torch.Tensor).
+        for _ in range(ALIAS_ROUNDS):
+            rooted = {target for target, value, _ in pairs if _root(value) in self.imported} - self.imported
+            if not rooted:
+                break
+            self.imported |= rooted
         for _ in range(ALIAS_ROUNDS):
             grown = False
             self.budget.check()
@@ -288,10 +296,10 @@ class _Reader:
             return [self._reference(node, [self._absolute(target.lstrip(".") or None, level)], "import")]
         if isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load):
             # An attribute assigned or deleted: a store, not a use; of what the file imported (through its
-            # aliases), never of a local variable that merely shares a module's name (`copy.requires_grad = True`).
-            aliased, _, starred = self._candidates(node)
-            names = aliased or starred
-            return [self._reference(node, names, "store")] if names else []
+            # aliases), never of a local variable that merely shares a module's name (`copy.requires_grad = True`)
+            # nor one a star import might stand for (a guess, which would make every local's attribute a store).
+            aliased, _, _ = self._candidates(node)
+            return [self._reference(node, aliased, "store")] if aliased and _root(node) in self.imported else []
         if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
             return []  # an assignment target is not a use
         if isinstance(node, (ast.Name, ast.Attribute)) or _is_getattr(node):
@@ -304,6 +312,13 @@ class _Reader:
         value = node.value.strip()
         names = [value] if NAME.fullmatch(value) else [t for t in NAME.findall(value) if "." in t]
         return [self._reference(node, names, "string")] if names else []
+
+
+def _root(node: ast.AST | None) -> str | None:
+    """The name an attribute chain (or `getattr(chain, "name")`) starts from, or None."""
+    while isinstance(node, ast.Attribute) or _is_getattr(node):
+        node = node.value if isinstance(node, ast.Attribute) else node.args[0]
+    return node.id if isinstance(node, ast.Name) else None
 
 
 def _is_stub(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:

@@ -302,6 +302,8 @@ HARMLESS = {
     "a local called copy": "def f(a):\n    copy = a.detach().clone()\n    copy.requires_grad = True\n"
                            "    return copy\n",
     "re.compile": "import re\n\nPATTERN = re.compile('x')\n",
+    "a local's attribute beside a star import": "from math import *\n\n\ndef f(model):\n    h = model.layer\n"
+                                                "    h.flag = True\n    return h\n",
 }
 
 
