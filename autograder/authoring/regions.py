@@ -126,7 +126,8 @@ def host_code(package: str, path: str) -> list[str]:
         "",
         f"No module of the package may use {_code(triton_rules.PATCHERS)}, `setattr`, `delattr`, `globals`, "
         f"`vars`, `__import__`, the attributes {_code(triton_rules.SETTERS)} (`object.__setattr__(module, ...)` "
-        "is an assignment too) or `getattr` of a name built at run time or of a dunder, assign into another "
+        "is an assignment too) or `getattr` of a name built at run time or of a dunder (but "
+        f"{_code(triton_rules.DUNDER_ALLOWED)}), assign into another "
         "module of the package, or name a Triton task's module in a string outside its docstrings; nor work "
         f"where the grader's observers cannot see it, in another thread or process or outside torch's modes: "
         f"{_code(triton_rules.OUT_OF_SIGHT_NAMES)}; nor assign or delete an attribute of anything but a method's first "
