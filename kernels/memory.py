@@ -92,9 +92,9 @@ class _StorageAccounting(TorchDispatchMode):
 
     def held_bytes(self) -> int:
         """Bytes alive now among the storages created while active and those from before it written into."""
-        written = {key: storage.nbytes() for key, ref in self.written.items()
-                   if (storage := ref()) is not None and storage.data_ptr() == key}
-        return self.live_bytes + sum(size for key, size in written.items() if key not in self.live)
+        return self.live_bytes + sum(storage.nbytes() for key, ref in self.written.items()
+                                     if key not in self.live and (storage := ref()) is not None
+                                     and storage.data_ptr() == key)
 
     def _free(self, key: int, size: int) -> None:
         if self.live.get(key) == size:
