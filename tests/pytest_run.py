@@ -15,6 +15,12 @@ triton.language are interpreted or compiled from then on), and the forkserver im
 process's environment gives. A run whose environment gives the other mode would meet Triton in the wrong one: it
 runs in a new interpreter instead (`subprocess.run`), as `python -m pytest` would.
 
+A run that imports Triton interpreted cannot build: each compile request of the hidden compile checks would start
+a new `python -m kernels.crosscompile --request` process (about 3 CPU s of imports before its first build). The
+runs are given, in LLMSYS_COMPILE_SERVER, a warm compiler this process starts once (kernels.crosscompile.server),
+whose forked children answer as that new process would. A run whose environment already says
+LLMSYS_COMPILE_SERVER (empty: none) keeps it.
+
 What the forkserver imported is then frozen out of the garbage collector's reach (`gc.freeze`,
 tests/forkserver/llmsys_forkserver_ready.py): pytest collects twice at the end of every run and Hypothesis once
 at its first test, and each such collection walked all of torch's objects, a third of a second of each run.
@@ -44,6 +50,7 @@ READY = Path(__file__).resolve().parent / "forkserver"
 QUIET = ["-W", "ignore::pytest.PytestAssertRewriteWarning"]
 _context = None
 _interprets = None  # the Triton mode the forkserver imported Triton in
+_compiler: dict[str, object] = {}  # the warm compiler's process and socket (kernels.crosscompile.server)
 
 
 def interprets(env: dict[str, str]) -> bool:
@@ -78,6 +85,31 @@ def _server():
                     os.environ[name] = value
         _context = context
     return _context
+
+
+def _compile_server() -> str:
+    """The socket of this process's warm compiler, started at the first run that needs one (it answers once its
+    imports are done: until then a run's requests start processes of their own, as without it)."""
+    from kernels.crosscompile import server
+
+    if "socket" not in _compiler:
+        import atexit
+        import shutil
+
+        folder = tempfile.mkdtemp(prefix="llmsys-cc-", dir="/tmp" if os.path.isdir("/tmp") else None)
+        path = os.path.join(folder, "compiler")
+        env = {k: v for k, v in os.environ.items() if k != server.VARIABLE}
+        process = subprocess.Popen([sys.executable, "-m", "kernels.crosscompile.server", path, str(os.getpid())], cwd=ROOT, env=env,
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+        def stop() -> None:
+            process.kill()
+            process.wait()
+            shutil.rmtree(folder, ignore_errors=True)
+
+        atexit.register(stop)
+        _compiler.update(socket=path, process=process)
+    return str(_compiler["socket"])
 
 
 def _in_repository(path: str) -> bool:
@@ -130,6 +162,10 @@ def run_pytest(args: list[str], cwd: Path, env: dict[str, str] | None = None,
     if interprets(env) != _interprets:  # Triton, preloaded, is in the other mode: a new interpreter
         return subprocess.run([sys.executable, "-m", "pytest", *QUIET, *args], cwd=cwd, env=env, capture_output=True,
                               text=True, errors="replace", timeout=timeout)
+    if _interprets:
+        from kernels.crosscompile import server
+
+        env.setdefault(server.VARIABLE, _compile_server())
     with tempfile.TemporaryDirectory(prefix="pytest-run-") as folder:
         out, err = os.path.join(folder, "stdout"), os.path.join(folder, "stderr")
         process = context.Process(target=_child, args=(list(args), str(cwd), env, out, err, _base_path()))

@@ -287,16 +287,23 @@ def run_request(request: dict, timeout: float = 3600.0) -> dict:
     torch's import (over a second of CPU per request). Otherwise it is a new `python -m
     kernels.crosscompile --request IN --out OUT`. Either way it has this process's import path, limits,
     sandbox and TRITON_CACHE_DIR, imports the student's modules anew (imported_anew), and its result comes
-    back through a file, so that what the code prints cannot corrupt it.
+    back through a file, so that what the code prints cannot corrupt it. A trusted caller that named a warm
+    compiler in $LLMSYS_COMPILE_SERVER (kernels.crosscompile.server) gets, instead of the new process, a child
+    of that server with this process's folder, environment and import path, but the server's limits; never
+    where a GPU is in reach.
     """
     with tempfile.TemporaryDirectory() as scratch:
         inbox, outbox = Path(scratch) / "request.json", Path(scratch) / "answer.json"
-        if ("triton" not in sys.modules or _COMPILER_READY) and hasattr(os, "fork") and not _gpu_in_reach():
+        gpu = _gpu_in_reach()
+        if ("triton" not in sys.modules or _COMPILER_READY) and hasattr(os, "fork") and not gpu:
             return _forked_request(request, outbox, timeout)
         inbox.write_text(json.dumps(request))
         # This process's import path (the submission or tree included), so the child imports the same modules.
         path = os.pathsep.join(p for p in sys.path if p and Path(p).is_dir())
         env = {**os.environ, "TRITON_INTERPRET": "0", "PYTHONPATH": path}
+        served = None if gpu else _served(inbox, outbox, env, timeout)
+        if served is not None:
+            return served
         try:
             done = subprocess.run([sys.executable, "-m", "kernels.crosscompile", "--request", str(inbox), "--out",
                                    str(outbox)], env=env, capture_output=True, text=True, timeout=timeout)
@@ -306,6 +313,27 @@ def run_request(request: dict, timeout: float = 3600.0) -> dict:
             tail = (done.stderr or done.stdout)[-1500:]
             return {"error": f"the compiler process ended without an answer (exit {done.returncode}): {tail}"}
         return json.loads(outbox.read_text())
+
+
+def _served(inbox: Path, outbox: Path, env: dict[str, str], timeout: float) -> dict | None:
+    """The answer of the warm compiler named by $LLMSYS_COMPILE_SERVER (kernels.crosscompile.server), a child of
+    it standing for the new process with this process's folder, environment and import path; None where no
+    server is named or none answers (a new process answers then)."""
+    from kernels.crosscompile import server
+
+    where = os.environ.get(server.VARIABLE)
+    if not where:
+        return None
+    printed = outbox.with_name("printed")
+    reply = server.ask(where, inbox, outbox, printed, env, env["PYTHONPATH"].split(os.pathsep), timeout)
+    if reply is None:
+        return None
+    if "error" in reply:
+        return {"error": reply["error"]}
+    if not outbox.exists():
+        tail = printed.read_text(errors="replace")[-1500:] if printed.exists() else ""
+        return {"error": f"the compiler process ended without an answer ({_ended(reply['status'])}): {tail}"}
+    return json.loads(outbox.read_text())
 
 
 def _gpu_in_reach() -> bool:

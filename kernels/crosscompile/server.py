@@ -1,0 +1,159 @@
+"""A warm compiler for trusted callers: `python -m kernels.crosscompile.server SOCKET`.
+
+Where a process imported Triton interpreted, run_request answers in a new `python -m kernels.crosscompile
+--request` process: torch, the fake tensors' import of torch._dynamo and Triton's compiler, about 3 CPU s before
+its first build. A caller that asks often (the repository's suite runs the hidden compile checks against planted
+trees in pytest runs some thirty times) can start this server once instead: it imports all of that once
+(request.prepare_compiler) and answers each request in a child forked for it, which takes the asker's working
+folder, environment and import path and writes what it prints to a file, as the new process would. The answer
+is the same code's (request.answer_request); only the start is shared.
+
+run_request asks the server named by LLMSYS_COMPILE_SERVER (the socket's path) where it would otherwise start a
+new process, and starts one where the server does not answer. A forked child has the server's limits and
+namespaces, not the asker's: only a caller that would trust a process of its own uses it. The grader never does:
+its workers' environments are built from nothing (autograder.sandbox.bwrap.worker_env), and a GPU in reach, or
+its stand-in, always takes a new process.
+
+The protocol: one JSON line {"inbox", "outbox", "printed", "cwd", "env", "path", "timeout"}; the answer is one
+JSON line {"status": the child's wait status} or {"error": why no child answered}, once the child has ended.
+Requests are answered one at a time. The server ends when the process that started it (PARENT_PID) ends.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+
+VARIABLE = "LLMSYS_COMPILE_SERVER"
+# Seconds an asker waits for the server beyond the request's own timeout (which the server holds its child to)
+# before it gives up on it, and for a connection.
+ANSWER_MARGIN = 30.0
+
+
+def _child(message: dict) -> None:
+    """In the forked child: become the new process run_request would have started, answer, and exit."""
+    from kernels.crosscompile.request import answer_request
+
+    code = 1
+    try:
+        os.chdir(message["cwd"])
+        os.environ.clear()
+        os.environ.update(message["env"])
+        os.environ["TRITON_INTERPRET"] = "0"
+        # `python -m` puts the working folder first, then PYTHONPATH; the interpreter's own folders follow.
+        first = [message["cwd"], *message["path"]]
+        sys.path[:] = first + [p for p in sys.path if p not in first]
+        handle = os.open(message["printed"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(handle, 1)
+        os.dup2(handle, 2)
+        os.close(handle)
+        request = json.loads(Path(message["inbox"]).read_text())
+        Path(message["outbox"]).write_text(json.dumps(answer_request(request)))
+        code = 0
+    except BaseException:  # noqa: BLE001  (the asker reports a child without an answer)
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _answer(connection: socket.socket) -> None:
+    with connection, connection.makefile("rwb") as stream:
+        try:
+            message = json.loads(stream.readline())
+            timeout = float(message["timeout"])
+        except (ValueError, KeyError, TypeError) as exc:
+            stream.write(json.dumps({"error": f"a malformed request: {exc}"}).encode() + b"\n")
+            return
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            connection.close()
+            _child(message)
+        deadline = time.monotonic() + timeout
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                reply = {"status": status}
+                break
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                reply = {"error": f"compiling took more than {timeout:.0f} s"}
+                break
+            time.sleep(0.02)
+        try:
+            stream.write(json.dumps(reply).encode() + b"\n")
+            stream.flush()
+        except OSError:  # the asker is gone
+            pass
+
+
+def serve(path: str, parent: int) -> None:
+    """Import the compiler, then answer each connection to the socket at `path` while the process `parent` (the
+    one that started this server) is this process's parent."""
+    from kernels.crosscompile.request import prepare_compiler
+
+    if not prepare_compiler():
+        raise SystemExit("kernels.crosscompile.server: Triton was imported before the server could import it "
+                         "compiling")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(8)
+    listener.settimeout(1.0)
+    try:
+        while os.getppid() == parent:
+            try:
+                connection, _ = listener.accept()
+            except socket.timeout:
+                continue
+            connection.settimeout(None)
+            _answer(connection)
+    finally:
+        listener.close()
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def ask(path: str, inbox: Path, outbox: Path, printed: Path, env: dict[str, str], import_path: list[str],
+        timeout: float) -> dict | None:
+    """The server's reply to one request ({"status": ...} or {"error": ...}); None where no server answers at
+    `path` (the caller then starts a process of its own)."""
+    try:
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        connection.settimeout(ANSWER_MARGIN)
+        connection.connect(path)
+        connection.settimeout(timeout + ANSWER_MARGIN)  # the server stops the child at `timeout`: this bounds a stuck one
+    except OSError:
+        return None
+    message = {"inbox": str(inbox), "outbox": str(outbox), "printed": str(printed), "cwd": os.getcwd(),
+               "env": env, "path": import_path, "timeout": timeout}
+    with connection, connection.makefile("rwb") as stream:
+        try:
+            stream.write(json.dumps(message).encode() + b"\n")
+            stream.flush()
+            line = stream.readline()
+        except OSError:  # a timeout among them: the server stopped answering
+            return None
+    try:
+        return json.loads(line)
+    except ValueError:
+        return None  # the server ended mid-request: a process of the caller's own answers instead
+
+
+if __name__ == "__main__":
+    if len(sys.argv) not in (2, 3) or not sys.argv[2:3] in ([], [a for a in sys.argv[2:3] if a.isdigit()]):
+        raise SystemExit("usage: python -m kernels.crosscompile.server SOCKET [PARENT_PID]  (the server ends when "
+                         "PARENT_PID, its parent by default, is no longer its parent)")
+    serve(sys.argv[1], int(sys.argv[2]) if len(sys.argv) == 3 else os.getppid())
