@@ -22,7 +22,9 @@ configs.
 
 Modules: dryrun (host code run on fake CUDA tensors, launches recorded), compiler (triton.compile
 for a GPUTarget), report (judging builds, the tables), project (the project's kernels), request (the
-grader's compile request, answered in a subprocess); `python -m kernels.crosscompile` is __main__.
+grader's compile request, answered in a subprocess), server (a warm compiler whose forks answer a trusted
+caller's requests instead of new processes: the suite's pytest runs); `python -m kernels.crosscompile` is
+__main__.
 
 This must run in a process where Triton compiles, not interprets. Importing `kernels` sets
 TRITON_INTERPRET=1 on a machine without CUDA, so the command line is the entry point: it sets
