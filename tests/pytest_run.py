@@ -90,7 +90,7 @@ def _server():
 def _compile_server() -> str:
     """The socket of this process's warm compiler, started at the first run that needs one (it answers once its
     imports are done: until then a run's requests start processes of their own, as without it)."""
-    from kernels.crosscompile import server
+    from kernels.crosscompile.request import SERVER_VARIABLE
 
     if "socket" not in _compiler:
         import atexit
@@ -98,7 +98,7 @@ def _compile_server() -> str:
 
         folder = tempfile.mkdtemp(prefix="llmsys-cc-", dir="/tmp" if os.path.isdir("/tmp") else None)
         path = os.path.join(folder, "compiler")
-        env = {k: v for k, v in os.environ.items() if k != server.VARIABLE}
+        env = {k: v for k, v in os.environ.items() if k != SERVER_VARIABLE}
         process = subprocess.Popen([sys.executable, "-m", "kernels.crosscompile.server", path, str(os.getpid())], cwd=ROOT, env=env,
                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
@@ -163,9 +163,9 @@ def run_pytest(args: list[str], cwd: Path, env: dict[str, str] | None = None,
         return subprocess.run([sys.executable, "-m", "pytest", *QUIET, *args], cwd=cwd, env=env, capture_output=True,
                               text=True, errors="replace", timeout=timeout)
     if _interprets:
-        from kernels.crosscompile import server
+        from kernels.crosscompile.request import SERVER_VARIABLE
 
-        env.setdefault(server.VARIABLE, _compile_server())
+        env.setdefault(SERVER_VARIABLE, _compile_server())
     with tempfile.TemporaryDirectory(prefix="pytest-run-") as folder:
         out, err = os.path.join(folder, "stdout"), os.path.join(folder, "stderr")
         process = context.Process(target=_child, args=(list(args), str(cwd), env, out, err, _base_path()))

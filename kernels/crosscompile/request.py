@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -271,6 +272,12 @@ def answer_request(request: dict) -> dict:
     return answer
 
 
+# The warm compiler a trusted caller names for run_request (kernels.crosscompile.server): its socket's path. Seconds
+# an asker waits for it beyond the request's own timeout (which the server holds its child to), and to connect.
+SERVER_VARIABLE = "LLMSYS_COMPILE_SERVER"
+SERVER_MARGIN = 30.0
+
+
 # CPU seconds one graded build request may use (the grader's own work, apart from the student's per-call
 # budget: the scenarios that call run_request carry it as their `cpu_budget`); the wall-clock timeout below is
 # only a backstop, far above what a loaded machine needs, since the grader's CPU accounting stops a request first.
@@ -319,13 +326,11 @@ def _served(inbox: Path, outbox: Path, env: dict[str, str], timeout: float) -> d
     """The answer of the warm compiler named by $LLMSYS_COMPILE_SERVER (kernels.crosscompile.server), a child of
     it standing for the new process with this process's folder, environment and import path; None where no
     server is named or none answers (a new process answers then)."""
-    from kernels.crosscompile import server
-
-    where = os.environ.get(server.VARIABLE)
+    where = os.environ.get(SERVER_VARIABLE)
     if not where:
         return None
     printed = outbox.with_name("printed")
-    reply = server.ask(where, inbox, outbox, printed, env, env["PYTHONPATH"].split(os.pathsep), timeout)
+    reply = ask_server(where, inbox, outbox, printed, env, env["PYTHONPATH"].split(os.pathsep), timeout)
     if reply is None:
         return None
     if "error" in reply:
@@ -334,6 +339,32 @@ def _served(inbox: Path, outbox: Path, env: dict[str, str], timeout: float) -> d
         tail = printed.read_text(errors="replace")[-1500:] if printed.exists() else ""
         return {"error": f"the compiler process ended without an answer ({_ended(reply['status'])}): {tail}"}
     return json.loads(outbox.read_text())
+
+
+def ask_server(path: str, inbox: Path, outbox: Path, printed: Path, env: dict[str, str], import_path: list[str],
+        timeout: float) -> dict | None:
+    """The reply of the warm compiler at `path` (kernels.crosscompile.server) to one request ({"status": ...} or {"error": ...}); None where no server answers at
+    `path` (the caller then starts a process of its own)."""
+    try:
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        connection.settimeout(SERVER_MARGIN)
+        connection.connect(path)
+        connection.settimeout(timeout + SERVER_MARGIN)  # the server stops the child at `timeout`: this bounds a stuck one
+    except OSError:
+        return None
+    message = {"inbox": str(inbox), "outbox": str(outbox), "printed": str(printed), "cwd": os.getcwd(),
+               "env": env, "path": import_path, "timeout": timeout}
+    with connection, connection.makefile("rwb") as stream:
+        try:
+            stream.write(json.dumps(message).encode() + b"\n")
+            stream.flush()
+            line = stream.readline()
+        except OSError:  # a timeout among them: the server stopped answering
+            return None
+    try:
+        return json.loads(line)
+    except ValueError:
+        return None  # the server ended mid-request: a process of the caller's own answers instead
 
 
 def _gpu_in_reach() -> bool:

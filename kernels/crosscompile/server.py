@@ -3,13 +3,13 @@
 Where a process imported Triton interpreted, run_request answers in a new `python -m kernels.crosscompile
 --request` process: torch, the fake tensors' import of torch._dynamo and Triton's compiler, about 3 CPU s before
 its first build. A caller that asks often (the repository's suite runs the hidden compile checks against planted
-trees in pytest runs some thirty times) can start this server once instead: it imports all of that once
+trees in pytest runs a dozen times, each asking one to three) can start this server once instead: it imports all of that once
 (request.prepare_compiler) and answers each request in a child forked for it, which takes the asker's working
 folder, environment and import path and writes what it prints to a file, as the new process would. The answer
 is the same code's (request.answer_request); only the start is shared.
 
-run_request asks the server named by LLMSYS_COMPILE_SERVER (the socket's path) where it would otherwise start a
-new process, and starts one where the server does not answer. A forked child has the server's limits and
+run_request asks the server named by LLMSYS_COMPILE_SERVER (the socket's path; request.ask_server) where it would
+otherwise start a new process, and starts one where the server does not answer. A forked child has the server's limits and
 namespaces, not the asker's: only a caller that would trust a process of its own uses it. The grader never does:
 its workers' environments are built from nothing (autograder.sandbox.bwrap.worker_env), and a GPU in reach, or
 its stand-in, always takes a new process.
@@ -29,16 +29,11 @@ import sys
 import time
 from pathlib import Path
 
-VARIABLE = "LLMSYS_COMPILE_SERVER"
-# Seconds an asker waits for the server beyond the request's own timeout (which the server holds its child to)
-# before it gives up on it, and for a connection.
-ANSWER_MARGIN = 30.0
+from kernels.crosscompile.request import answer_request, prepare_compiler
 
 
 def _child(message: dict) -> None:
     """In the forked child: become the new process run_request would have started, answer, and exit."""
-    from kernels.crosscompile.request import answer_request
-
     code = 1
     try:
         os.chdir(message["cwd"])
@@ -101,8 +96,6 @@ def _answer(connection: socket.socket) -> None:
 def serve(path: str, parent: int) -> None:
     """Import the compiler, then answer each connection to the socket at `path` while the process `parent` (the
     one that started this server) is this process's parent."""
-    from kernels.crosscompile.request import prepare_compiler
-
     if not prepare_compiler():
         raise SystemExit("kernels.crosscompile.server: Triton was imported before the server could import it "
                          "compiling")
@@ -124,32 +117,6 @@ def serve(path: str, parent: int) -> None:
             os.unlink(path)
         except OSError:
             pass
-
-
-def ask(path: str, inbox: Path, outbox: Path, printed: Path, env: dict[str, str], import_path: list[str],
-        timeout: float) -> dict | None:
-    """The server's reply to one request ({"status": ...} or {"error": ...}); None where no server answers at
-    `path` (the caller then starts a process of its own)."""
-    try:
-        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        connection.settimeout(ANSWER_MARGIN)
-        connection.connect(path)
-        connection.settimeout(timeout + ANSWER_MARGIN)  # the server stops the child at `timeout`: this bounds a stuck one
-    except OSError:
-        return None
-    message = {"inbox": str(inbox), "outbox": str(outbox), "printed": str(printed), "cwd": os.getcwd(),
-               "env": env, "path": import_path, "timeout": timeout}
-    with connection, connection.makefile("rwb") as stream:
-        try:
-            stream.write(json.dumps(message).encode() + b"\n")
-            stream.flush()
-            line = stream.readline()
-        except OSError:  # a timeout among them: the server stopped answering
-            return None
-    try:
-        return json.loads(line)
-    except ValueError:
-        return None  # the server ended mid-request: a process of the caller's own answers instead
 
 
 if __name__ == "__main__":
