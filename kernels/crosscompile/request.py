@@ -343,13 +343,13 @@ def _served(inbox: Path, outbox: Path, env: dict[str, str], timeout: float) -> d
 
 def ask_server(path: str, inbox: Path, outbox: Path, printed: Path, env: dict[str, str], import_path: list[str],
         timeout: float) -> dict | None:
-    """The reply of the warm compiler at `path` (kernels.crosscompile.server) to one request ({"status": ...} or {"error": ...}); None where no server answers at
-    `path` (the caller then starts a process of its own)."""
+    """The reply of the warm compiler at `path` (kernels.crosscompile.server) to one request ({"status": ...} or
+    {"error": ...}); None where no server answers at `path` (the caller then starts a process of its own)."""
     try:
         connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         connection.settimeout(SERVER_MARGIN)
         connection.connect(path)
-        connection.settimeout(timeout + SERVER_MARGIN)  # the server stops the child at `timeout`: this bounds a stuck one
+        connection.settimeout(timeout + SERVER_MARGIN)  # the server stops its child at `timeout`; a stuck server
     except OSError:
         return None
     message = {"inbox": str(inbox), "outbox": str(outbox), "printed": str(printed), "cwd": os.getcwd(),

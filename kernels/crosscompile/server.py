@@ -1,22 +1,23 @@
-"""A warm compiler for trusted callers: `python -m kernels.crosscompile.server SOCKET`.
+"""A warm compiler for trusted callers: `python -m kernels.crosscompile.server SOCKET [PARENT_PID]`.
 
 Where a process imported Triton interpreted, run_request answers in a new `python -m kernels.crosscompile
 --request` process: torch, the fake tensors' import of torch._dynamo and Triton's compiler, about 3 CPU s before
 its first build. A caller that asks often (the repository's suite runs the hidden compile checks against planted
-trees in pytest runs a dozen times, each asking one to three) can start this server once instead: it imports all of that once
-(request.prepare_compiler) and answers each request in a child forked for it, which takes the asker's working
-folder, environment and import path and writes what it prints to a file, as the new process would. The answer
-is the same code's (request.answer_request); only the start is shared.
+trees in pytest runs a dozen times, each asking one to three) can start this server once instead: it imports all
+of that once (request.prepare_compiler) and answers each request in a child forked for it, which takes the
+asker's working folder, environment and import path and writes what it prints to a file, as the new process
+would. The answer is the same code's (request.answer_request); only the start is shared.
 
 run_request asks the server named by LLMSYS_COMPILE_SERVER (the socket's path; request.ask_server) where it would
-otherwise start a new process, and starts one where the server does not answer. A forked child has the server's limits and
-namespaces, not the asker's: only a caller that would trust a process of its own uses it. The grader never does:
-its workers' environments are built from nothing (autograder.sandbox.bwrap.worker_env), and a GPU in reach, or
-its stand-in, always takes a new process.
+otherwise start a new process, and starts one where the server does not answer. A forked child has the server's
+limits and namespaces, not the asker's: only a caller that would trust a process of its own uses it. The grader
+never does: its workers' environments are built from nothing (autograder.sandbox.bwrap.worker_env), and a GPU in
+reach, or its stand-in, always takes a new process.
 
 The protocol: one JSON line {"inbox", "outbox", "printed", "cwd", "env", "path", "timeout"}; the answer is one
 JSON line {"status": the child's wait status} or {"error": why no child answered}, once the child has ended.
-Requests are answered one at a time. The server ends when the process that started it (PARENT_PID) ends.
+Requests are answered one at a time. The server ends when the process that started it (PARENT_PID, by default
+its parent) ends.
 """
 
 from __future__ import annotations

@@ -44,8 +44,8 @@ def server(tmp_path_factory):
     """A server for this module's tests, once it listens: (its process, its socket's path)."""
     path = str(tmp_path_factory.mktemp("server") / "compiler")
     env = {k: v for k, v in os.environ.items() if k != VARIABLE}
-    process = subprocess.Popen([sys.executable, "-m", "kernels.crosscompile.server", path, str(os.getpid())], cwd=ROOT, env=env,
-                               stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen([sys.executable, "-m", "kernels.crosscompile.server", path, str(os.getpid())],
+                               cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 240
     while not os.path.exists(path):
         assert process.poll() is None, f"the server ended: {process.stderr.read()}"
@@ -82,7 +82,8 @@ def test_a_served_answer_is_the_new_processs_with_the_askers_folder_environment_
     served = run_request(REQUEST)
     assert planted.read_text() == f"{process.pid} {tmp_path}"  # a child of the server, in the asker's folder
     assert [b["kernel"] for b in served["builds"]] == ["_scale_kernel"] and served["builds"][0]["ok"], served
-    assert [launch["options"]["num_warps"] for launch in served["launches"]] == [2], served["launches"]  # the asker's env
+    # The warps come from the asker's environment.
+    assert [launch["options"]["num_warps"] for launch in served["launches"]] == [2], served["launches"]
     # No server answers at the path named: a new process answers, as where none is named.
     monkeypatch.setenv(VARIABLE, str(tmp_path / "nothing-listens-here"))
     alone = run_request(REQUEST)
