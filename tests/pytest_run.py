@@ -100,7 +100,8 @@ def _compile_server() -> str:
         path = os.path.join(folder, "compiler")
         env = {k: v for k, v in os.environ.items() if k != SERVER_VARIABLE}
         process = subprocess.Popen([sys.executable, "-m", "kernels.crosscompile.server", path, str(os.getpid())],
-                                   cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                   cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)
 
         def stop() -> None:
             process.kill()
