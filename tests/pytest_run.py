@@ -87,7 +87,7 @@ def _server():
     return _context
 
 
-def _compile_server() -> str:
+def compile_server() -> str:
     """The socket of this process's warm compiler, started at the first run that needs one (it answers once its
     imports are done: until then a run's requests start processes of their own, as without it)."""
     from kernels.crosscompile.request import SERVER_VARIABLE
@@ -166,7 +166,7 @@ def run_pytest(args: list[str], cwd: Path, env: dict[str, str] | None = None,
     if _interprets:
         from kernels.crosscompile.request import SERVER_VARIABLE
 
-        env.setdefault(SERVER_VARIABLE, _compile_server())
+        env.setdefault(SERVER_VARIABLE, compile_server())
     with tempfile.TemporaryDirectory(prefix="pytest-run-") as folder:
         out, err = os.path.join(folder, "stdout"), os.path.join(folder, "stderr")
         process = context.Process(target=_child, args=(list(args), str(cwd), env, out, err, _base_path()))

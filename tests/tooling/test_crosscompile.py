@@ -88,6 +88,17 @@ def test_the_launch_recorder_captures_types_and_constexprs():
 TUTORIAL = "tests.tooling.crosscompile_kernels"
 
 
+@pytest.fixture
+def warm_compiler(monkeypatch):
+    """run_request answered by this test process's warm compiler (kernels.crosscompile.server, tests/pytest_run.py's)
+    where it would start a new process: the tests of what a build gives. The tests of run_request's own processes
+    (a request of several requests; a worker with or without Triton, or with a GPU in reach) do without it."""
+    from kernels.crosscompile.request import SERVER_VARIABLE
+    from tests.pytest_run import compile_server
+
+    monkeypatch.setenv(SERVER_VARIABLE, compile_server())
+
+
 def compile_calls(calls: list, target: str) -> dict:
     """The grader's compile request for `calls` (name, kwargs) of tests/tooling/crosscompile_kernels.py."""
     from kernels.crosscompile import run_request
@@ -97,7 +108,7 @@ def compile_calls(calls: list, target: str) -> dict:
                                    for name, kwargs in calls], dtype="bf16", target=target))
 
 
-def test_builds_are_specialised_as_a_launch_is_so_shared_memory_grows_with_the_stages():
+def test_builds_are_specialised_as_a_launch_is_so_shared_memory_grows_with_the_stages(warm_compiler):
     """A GPU launch makes unit strides constants and marks 16-divisible pointers and sizes; only then is the
     K loop pipelined (cp.async on sm_80) with a shared-memory buffer per stage. Unspecialised, the tutorial
     matmul took 32 KiB at every stage count."""
@@ -111,7 +122,7 @@ def test_builds_are_specialised_as_a_launch_is_so_shared_memory_grows_with_the_s
     assert all(b["async_copies"] and b["tensor_cores"] == "mma.sync" for b in answer["builds"] if b["num_stages"] > 1)
 
 
-def test_a_build_that_cannot_launch_on_the_course_gpu_fails_naming_its_config():
+def test_a_build_that_cannot_launch_on_the_course_gpu_fails_naming_its_config(warm_compiler):
     """Planted: stage buffers over 227 KiB (256 x 256 x 128 tiles, 4 stages), 64 warps (2048 threads per block),
     and 32-bit offsets (pid * BLOCK in int32, as the tutorial matmul has them too); the right scale kernel passes."""
     answer = compile_calls([("tutorial_matmul", dict(block_m=256, block_n=256, block_k=128, num_stages=4)),
@@ -126,7 +137,7 @@ def test_a_build_that_cannot_launch_on_the_course_gpu_fails_naming_its_config():
     assert problems[3] == "_scale_kernel (planted): 32-bit offsets at crosscompile_kernels.py:50: use int64"
 
 
-def test_each_global_load_is_read_from_the_ptx_with_its_width_per_thread():
+def test_each_global_load_is_read_from_the_ptx_with_its_width_per_thread(warm_compiler):
     """The scale kernel (BLOCK = 1024, bf16) at 4 warps gives each thread 8 elements, 16 bytes: one 128-bit load;
     at 8 warps 4 elements: one 64-bit load, which the load check names with the config; at 32 warps 1 element."""
     answer = compile_calls([("scale_where_a_gpu_is", {}), ("scale_where_a_gpu_is", dict(num_warps=8)),
@@ -141,7 +152,7 @@ def test_each_global_load_is_read_from_the_ptx_with_its_width_per_thread():
         "each should be 128 bits (ld.global.v4.b32, 16 bytes). hint"], problems
 
 
-def test_hoppers_own_instructions_are_read_from_the_ptx_of_each_build():
+def test_hoppers_own_instructions_are_read_from_the_ptx_of_each_build(warm_compiler):
     """Built for sm_90 (Triton 3.7.1): 128-row tiles at 8 warps and 64-row at 4 give wgmma, 32-row tiles or 2
     warps give Ampere's mma.sync; 2 stages or more copy the tiles by cp.async, 1 stage does not. The pipeline
     check passes the first and names what each other lacks, with its config."""
