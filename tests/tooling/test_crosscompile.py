@@ -92,7 +92,7 @@ TUTORIAL = "tests.tooling.crosscompile_kernels"
 def warm_compiler(monkeypatch):
     """run_request answered by this test process's warm compiler (kernels.crosscompile.server, tests/pytest_run.py's)
     where it would start a new process: the tests of what a build gives. The tests of run_request's own processes
-    (a request of several requests; a worker with or without Triton, or with a GPU in reach) do without it."""
+    (a worker with or without Triton, or with a GPU in reach) do without it."""
     from kernels.crosscompile.request import SERVER_VARIABLE
     from tests.pytest_run import compile_server
 
@@ -291,12 +291,14 @@ def test_the_dry_run_answers_as_a_gpu_and_restores_torch_after(monkeypatch):
             torch.cuda.get_device_capability()
 
 
-def test_several_requests_in_one_process_answer_as_each_alone_and_a_crash_costs_only_its_own(tmp_path, monkeypatch):
+def test_several_requests_in_one_process_answer_as_each_alone_and_a_crash_costs_only_its_own(tmp_path, monkeypatch,
+                                                                                             warm_compiler):
     """A request of several requests is answered by one compiler process, as a process per request answers
     each, whether it answers them two at a time (each in a child forked after the imports) or one after the
     other. A request whose module kills the process when imported costs only its own answer: the forked
     child dies alone; answered one after the other, the process dies, and run_requests answers every request
-    alone, only the broken one saying so."""
+    alone, only the broken one saying so. Each process is a child of the warm compiler (the new process it stands
+    for is tests/tooling/test_compile_server.py's)."""
     from kernels.crosscompile import run_request, run_requests
     from kernels.crosscompile.request import JOBS_VARIABLE
 
