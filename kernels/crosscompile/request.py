@@ -392,7 +392,7 @@ def _forked_request(request: dict, outbox: Path, timeout: float) -> dict:
     printed = outbox.with_name("printed")
 
     def answer() -> dict:
-        os.closerange(3, _max_fd())
+        os.closerange(3, max_fd())
         handle = os.open(printed, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(handle, 1)
         os.dup2(handle, 2)
@@ -417,7 +417,7 @@ def _forked_request(request: dict, outbox: Path, timeout: float) -> dict:
     return json.loads(outbox.read_text())
 
 
-def _max_fd() -> int:
+def max_fd() -> int:
     try:
         return min(os.sysconf("SC_OPEN_MAX"), 1 << 16)
     except (AttributeError, ValueError, OSError):

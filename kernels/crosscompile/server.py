@@ -30,35 +30,25 @@ import sys
 import time
 from pathlib import Path
 
-from kernels.crosscompile.request import answer_request, prepare_compiler
+from kernels.crosscompile.request import answer_request, fork_answer, max_fd, prepare_compiler
 
 
-def _child(message: dict) -> None:
-    """In the forked child: become the new process run_request would have started, answer, and exit."""
-    code = 1
-    try:
-        os.chdir(message["cwd"])
-        os.environ.clear()
-        os.environ.update(message["env"])
-        os.environ["TRITON_INTERPRET"] = "0"
-        # `python -m` puts the working folder first, then PYTHONPATH; the interpreter's own folders follow.
-        first = [message["cwd"], *message["path"]]
-        sys.path[:] = first + [p for p in sys.path if p not in first]
-        handle = os.open(message["printed"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.dup2(handle, 1)
-        os.dup2(handle, 2)
-        os.close(handle)
-        request = json.loads(Path(message["inbox"]).read_text())
-        Path(message["outbox"]).write_text(json.dumps(answer_request(request)))
-        code = 0
-    except BaseException:  # noqa: BLE001  (the asker reports a child without an answer)
-        import traceback
-
-        traceback.print_exc()
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+def _as_the_new_process(message: dict) -> dict:
+    """In the forked child (request.fork_answer writes what this returns to the outbox): become the new process
+    run_request would have started, with none of the server's descriptors, and answer."""
+    os.closerange(3, max_fd())  # the listening socket and the asker's connection among them
+    os.chdir(message["cwd"])
+    os.environ.clear()
+    os.environ.update(message["env"])
+    os.environ["TRITON_INTERPRET"] = "0"
+    # `python -m` puts the working folder first, then PYTHONPATH; the interpreter's own folders follow.
+    first = [message["cwd"], *message["path"]]
+    sys.path[:] = first + [p for p in sys.path if p not in first]
+    handle = os.open(message["printed"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(handle, 1)
+    os.dup2(handle, 2)
+    os.close(handle)
+    return answer_request(json.loads(Path(message["inbox"]).read_text()))
 
 
 def _answer(connection: socket.socket) -> None:
@@ -69,12 +59,7 @@ def _answer(connection: socket.socket) -> None:
         except (ValueError, KeyError, TypeError) as exc:
             stream.write(json.dumps({"error": f"a malformed request: {exc}"}).encode() + b"\n")
             return
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:
-            connection.close()
-            _child(message)
+        pid = fork_answer(lambda: _as_the_new_process(message), Path(message["outbox"]))
         deadline = time.monotonic() + timeout
         while True:
             done, status = os.waitpid(pid, os.WNOHANG)
