@@ -342,7 +342,7 @@ def _served(inbox: Path, outbox: Path, env: dict[str, str], timeout: float) -> d
 
 
 def ask_server(path: str, inbox: Path, outbox: Path, printed: Path, env: dict[str, str], import_path: list[str],
-        timeout: float) -> dict | None:
+               timeout: float) -> dict | None:
     """The reply of the warm compiler at `path` (kernels.crosscompile.server) to one request ({"status": ...} or
     {"error": ...}); None where no server answers at `path` (the caller then starts a process of its own)."""
     try:

@@ -33,6 +33,9 @@ from pathlib import Path
 from kernels.crosscompile.request import answer_request, fork_answer, max_fd, prepare_compiler
 
 
+FIELDS = ("inbox", "outbox", "printed", "cwd", "env", "path", "timeout")
+
+
 def _as_the_new_process(message: dict) -> dict:
     """In the forked child (request.fork_answer writes what this returns to the outbox): become the new process
     run_request would have started, with none of the server's descriptors, and answer."""
@@ -56,8 +59,11 @@ def _answer(connection: socket.socket) -> None:
         try:
             message = json.loads(stream.readline())
             timeout = float(message["timeout"])
+            missing = [key for key in FIELDS if key not in message]
+            if missing:
+                raise KeyError(", ".join(missing))
         except (ValueError, KeyError, TypeError) as exc:
-            stream.write(json.dumps({"error": f"a malformed request: {exc}"}).encode() + b"\n")
+            stream.write(json.dumps({"error": f"a malformed request to the compile server: {exc!r}"}).encode() + b"\n")
             return
         pid = fork_answer(lambda: _as_the_new_process(message), Path(message["outbox"]))
         deadline = time.monotonic() + timeout
@@ -96,7 +102,12 @@ def serve(path: str, parent: int) -> None:
             except socket.timeout:
                 continue
             connection.settimeout(None)
-            _answer(connection)
+            try:
+                _answer(connection)
+            except Exception:  # noqa: BLE001  (one asker's trouble, a socket error say, ends no other's service)
+                import traceback
+
+                traceback.print_exc()
     finally:
         listener.close()
         try:

@@ -147,3 +147,20 @@ def test_the_server_ends_when_the_process_that_started_it_ends(tmp_path):
         assert time.monotonic() < deadline, "the server outlived its parent by 120 s"
         time.sleep(0.2)
     assert not path.exists()  # it removed its socket
+
+
+def test_a_malformed_request_is_answered_with_what_it_lacks_and_the_server_goes_on(server, planted, monkeypatch,
+                                                                                   tmp_path):
+    process, path = server
+    replies = []
+    for line in (b'{"timeout": 5}\n', b"not json\n", b'{"timeout": "soon"}\n'):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+            connection.settimeout(60)
+            connection.connect(path)
+            connection.sendall(line)
+            replies.append(connection.makefile("rb").readline().decode())
+    assert all("a malformed request to the compile server" in reply for reply in replies), replies
+    assert "inbox, outbox, printed, cwd, env, path" in replies[0], replies[0]
+    monkeypatch.setenv(VARIABLE, path)
+    assert run_request(REQUEST)["builds"][0]["ok"] and process.poll() is None
+    assert planted.read_text() == f"{process.pid} {tmp_path}"
