@@ -117,7 +117,8 @@ def serve(path: str, parent: int) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) not in (2, 3) or not sys.argv[2:3] in ([], [a for a in sys.argv[2:3] if a.isdigit()]):
+    arguments = sys.argv[1:]
+    if len(arguments) not in (1, 2) or not all(a.isdigit() for a in arguments[1:]):
         raise SystemExit("usage: python -m kernels.crosscompile.server SOCKET [PARENT_PID]  (the server ends when "
                          "PARENT_PID, its parent by default, is no longer its parent)")
-    serve(sys.argv[1], int(sys.argv[2]) if len(sys.argv) == 3 else os.getppid())
+    serve(arguments[0], int(arguments[1]) if len(arguments) == 2 else os.getppid())
