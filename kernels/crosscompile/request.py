@@ -306,9 +306,9 @@ def run_request(request: dict, timeout: float = 3600.0) -> dict:
             return _forked_request(request, outbox, timeout)
         inbox.write_text(json.dumps(request))
         # This process's import path (the submission or tree included), so the child imports the same modules.
-        path = os.pathsep.join(p for p in sys.path if p and Path(p).is_dir())
-        env = {**os.environ, "TRITON_INTERPRET": "0", "PYTHONPATH": path}
-        served = None if gpu else _served(inbox, outbox, env, timeout)
+        import_path = [p for p in sys.path if p and Path(p).is_dir()]
+        env = {**os.environ, "TRITON_INTERPRET": "0", "PYTHONPATH": os.pathsep.join(import_path)}
+        served = None if gpu else _served(inbox, outbox, env, import_path, timeout)
         if served is not None:
             return served
         try:
@@ -322,7 +322,7 @@ def run_request(request: dict, timeout: float = 3600.0) -> dict:
         return json.loads(outbox.read_text())
 
 
-def _served(inbox: Path, outbox: Path, env: dict[str, str], timeout: float) -> dict | None:
+def _served(inbox: Path, outbox: Path, env: dict[str, str], import_path: list[str], timeout: float) -> dict | None:
     """The answer of the warm compiler named by $LLMSYS_COMPILE_SERVER (kernels.crosscompile.server), a child of
     it standing for the new process with this process's folder, environment and import path; None where no
     server is named or none answers (a new process answers then)."""
@@ -330,15 +330,10 @@ def _served(inbox: Path, outbox: Path, env: dict[str, str], timeout: float) -> d
     if not where:
         return None
     printed = outbox.with_name("printed")
-    reply = ask_server(where, inbox, outbox, printed, env, env["PYTHONPATH"].split(os.pathsep), timeout)
+    reply = ask_server(where, inbox, outbox, printed, env, import_path, timeout)
     if reply is None:
         return None
-    if "error" in reply:
-        return {"error": reply["error"]}
-    if not outbox.exists():
-        tail = printed.read_text(errors="replace")[-1500:] if printed.exists() else ""
-        return {"error": f"the compiler process ended without an answer ({_ended(reply['status'])}): {tail}"}
-    return json.loads(outbox.read_text())
+    return {"error": reply["error"]} if "error" in reply else read_answer(outbox, printed, reply["status"])
 
 
 def ask_server(path: str, inbox: Path, outbox: Path, printed: Path, env: dict[str, str], import_path: list[str],
@@ -386,38 +381,58 @@ def _forked_request(request: dict, outbox: Path, timeout: float) -> dict:
     """run_request's answer from a forked child: like the new process, it keeps no file of this one open
     (the worker's pipes to the grader above all), writes what it prints to a file of its own, and answers
     through `outbox`."""
-    import signal
-    import time
-
     printed = outbox.with_name("printed")
 
     def answer() -> dict:
-        os.closerange(3, max_fd())
-        handle = os.open(printed, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.dup2(handle, 1)
-        os.dup2(handle, 2)
-        os.close(handle)
+        into_own_files(printed)
         os.environ["TRITON_INTERPRET"] = "0"
         return answer_request(request)
 
-    pid = fork_answer(answer, outbox)
+    status = wait_for(fork_answer(answer, outbox), timeout)
+    return overran(timeout) if status is None else read_answer(outbox, printed, status)
+
+
+def into_own_files(printed: Path) -> None:
+    """In a forked child: none of its parent's files left open (a worker's pipes to the grader, a server's
+    sockets), and what it prints written to `printed`."""
+    os.closerange(3, _max_fd())
+    handle = os.open(printed, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(handle, 1)
+    os.dup2(handle, 2)
+    os.close(handle)
+
+
+def wait_for(pid: int, timeout: float) -> int | None:
+    """The wait status of the forked child `pid`; None where it ran past `timeout` seconds (it is killed then)."""
+    import signal
+    import time
+
     deadline = time.monotonic() + timeout
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
-            break
+            return status
         if time.monotonic() > deadline:
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
-            return {"error": f"compiling took more than {timeout:.0f} s"}
+            return None
         time.sleep(0.02)
+
+
+def overran(timeout: float) -> dict:
+    return {"error": f"compiling took more than {timeout:.0f} s"}
+
+
+def read_answer(outbox: Path, printed: Path, status: int) -> dict:
+    """The answer a compiler process (a child forked here or by the warm compiler) left in `outbox`; where it left
+    none, an error with its wait status and the end of what it printed."""
     if not outbox.exists():
         tail = printed.read_text(errors="replace")[-1500:] if printed.exists() else ""
         return {"error": f"the compiler process ended without an answer ({_ended(status)}): {tail}"}
     return json.loads(outbox.read_text())
 
 
-def max_fd() -> int:
+def _max_fd() -> int:
     try:
         return min(os.sysconf("SC_OPEN_MAX"), 1 << 16)
     except (AttributeError, ValueError, OSError):

@@ -24,13 +24,12 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import sys
-import time
 from pathlib import Path
 
-from kernels.crosscompile.request import answer_request, fork_answer, max_fd, prepare_compiler
+from kernels.crosscompile.request import (answer_request, fork_answer, into_own_files, overran, prepare_compiler,
+                                          wait_for)
 
 
 FIELDS = ("inbox", "outbox", "printed", "cwd", "env", "path", "timeout")
@@ -38,8 +37,8 @@ FIELDS = ("inbox", "outbox", "printed", "cwd", "env", "path", "timeout")
 
 def _as_the_new_process(message: dict) -> dict:
     """In the forked child (request.fork_answer writes what this returns to the outbox): become the new process
-    run_request would have started, with none of the server's descriptors, and answer."""
-    os.closerange(3, max_fd())  # the listening socket and the asker's connection among them
+    run_request would have started, with none of the server's files (its sockets), and answer."""
+    into_own_files(Path(message["printed"]))
     os.chdir(message["cwd"])
     os.environ.clear()
     os.environ.update(message["env"])
@@ -47,10 +46,6 @@ def _as_the_new_process(message: dict) -> dict:
     # `python -m` puts the working folder first, then PYTHONPATH; the interpreter's own folders follow.
     first = [message["cwd"], *message["path"]]
     sys.path[:] = first + [p for p in sys.path if p not in first]
-    handle = os.open(message["printed"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.dup2(handle, 1)
-    os.dup2(handle, 2)
-    os.close(handle)
     return answer_request(json.loads(Path(message["inbox"]).read_text()))
 
 
@@ -65,19 +60,8 @@ def _answer(connection: socket.socket) -> None:
         except (ValueError, KeyError, TypeError) as exc:
             stream.write(json.dumps({"error": f"a malformed request to the compile server: {exc!r}"}).encode() + b"\n")
             return
-        pid = fork_answer(lambda: _as_the_new_process(message), Path(message["outbox"]))
-        deadline = time.monotonic() + timeout
-        while True:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                reply = {"status": status}
-                break
-            if time.monotonic() > deadline:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                reply = {"error": f"compiling took more than {timeout:.0f} s"}
-                break
-            time.sleep(0.02)
+        status = wait_for(fork_answer(lambda: _as_the_new_process(message), Path(message["outbox"])), timeout)
+        reply = overran(timeout) if status is None else {"status": status}
         try:
             stream.write(json.dumps(reply).encode() + b"\n")
             stream.flush()
